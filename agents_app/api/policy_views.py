@@ -1,0 +1,61 @@
+"""Roster, effective tools and the policy simulator (SPEC §10, §3.3, §3.4, §6.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents_app.policy_check import agent_tools, policy_check
+from agents_app.reachability import reachable
+from agents_app.selectors import config_snapshot_get
+
+
+class AgentRosterApi(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, alias: str) -> Response:
+        snap = config_snapshot_get()
+        if alias not in snap.agents:
+            raise NotFound(f"No agent '{alias}'.")
+        return Response([{"agent": a, "mode": m} for a, m in reachable(snap, alias).items()])
+
+
+class AgentToolsApi(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, alias: str) -> Response:
+        snap = config_snapshot_get()
+        if alias not in snap.agents:
+            raise NotFound(f"No agent '{alias}'.")
+        return Response(agent_tools(snap, alias))
+
+
+class PolicyCheckApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        caller = serializers.CharField(max_length=64)
+        target = serializers.CharField(max_length=64)
+        mode = serializers.ChoiceField(choices=["bounded", "independent"], required=False)
+        depth = serializers.IntegerField(min_value=0, max_value=100, required=False, default=0)
+        background = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        data: dict[str, Any] = dict(self.InputSerializer(data=request.data).run_validation(request.data))
+        snap = config_snapshot_get()
+        if data["caller"] not in snap.agents:
+            raise NotFound(f"No agent '{data['caller']}'.")
+        return Response(
+            policy_check(
+                snap,
+                caller=data["caller"],
+                target=data["target"].strip(),
+                mode=data.get("mode"),
+                depth=data["depth"],
+                background=data["background"],
+            )
+        )

@@ -1,0 +1,754 @@
+"""TOML and JSON documents ⇄ `ConfigSnapshot`, plus diffs between two snapshots.
+
+The document shape mirrors ZeroClaw's `config.toml`:
+
+    [delegate]
+    [providers.models.<type>.<alias>]        pricing = { input_per_mtok_cents, output_per_mtok_cents }
+    [[providers.models.<type>.<alias>.script]]
+    [risk_profiles.<alias>]                  + [risk_profiles.<alias>.delegation_policy] mode
+    [runtime_profiles.<alias>]
+    [agents.<alias>]                         delegates = [{ agent, mode }]
+    [agents.<alias>.workspace]               path
+
+Export writes every field Clawboard models (defaults included, so a file means the same
+thing whatever a later version's defaults are) except values that are absent: `null`
+optionals (TOML has no null), an empty workspace path (= the derived default) and an empty
+`script` of a non-scripted provider. Anything else in an imported document is skipped with
+a warning, never an error, so a ZeroClaw file imports as it is. On import, `workspace` may
+also be a plain path string, ZeroClaw's `[agents.<a>.workspace].read_memory_from` is merged
+into the agent's `read_memory_from` (same meaning), `allowed_path(s)` are read as
+`allowed_roots`, and the legacy `allowed_tools = ["__none__"]` as `deny_all_tools = true`.
+Export always writes `read_memory_from` on the agent itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import tomlkit
+from tomlkit.items import Array, Item, Table
+
+from agents_app.snapshot import AgentSpec, ConfigSnapshot, DelegateEntry, ProviderSpec
+from agents_app.validation import quote as _q
+from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
+
+MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_NESTING_DEPTH = 20
+# Arrays that would make a `key = [...]` line longer than this are written one item per line.
+_MAX_INLINE_WIDTH = 100
+
+_SECTIONS: tuple[str, ...] = ("delegate", "providers", "risk_profiles", "runtime_profiles", "agents")
+# ZeroClaw's dashboard wrote this sentinel for "no tool allowed" before `deny_all_tools` existed.
+_LEGACY_DENY_ALL_SENTINEL = "__none__"
+
+ShapeError = tuple[str, str]
+T = TypeVar("T")
+
+
+class ConfigParseError(ValueError):
+    """The text is not a TOML document Clawboard will read (syntax, size or nesting)."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+
+
+class ConfigShapeError(ValueError):
+    """Well-formed document with values of the wrong type; `errors` lists all of them."""
+
+    def __init__(self, errors: list[ShapeError]) -> None:
+        super().__init__("; ".join(message for _, message in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    snapshot: ConfigSnapshot
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- field tables ---------------------------------------------------------------------------------
+
+_STR, _BOOL, _INT, _OPT_INT, _FLOAT, _OPT_FLOAT, _STR_LIST = (
+    "str",
+    "bool",
+    "int",
+    "opt_int",
+    "float",
+    "opt_float",
+    "str_list",
+)
+
+_DELEGATE_FIELDS: dict[str, str] = {
+    "timeout_secs": _INT,
+    "agentic_timeout_secs": _INT,
+    "max_background": _INT,
+    "max_concurrent_runs": _INT,
+}
+
+_RISK_FIELDS: dict[str, str] = {
+    "level": _STR,
+    "workspace_only": _BOOL,
+    "allowed_roots": _STR_LIST,
+    "allowed_roots_read_only": _STR_LIST,
+    "allowed_roots_write_only": _STR_LIST,
+    "forbidden_paths": _STR_LIST,
+    "allowed_commands": _STR_LIST,
+    "shell_env_passthrough": _STR_LIST,
+    "block_high_risk_commands": _BOOL,
+    "require_approval_for_medium_risk": _BOOL,
+    "allowed_tools": _STR_LIST,
+    "excluded_tools": _STR_LIST,
+    "auto_approve": _STR_LIST,
+    "always_ask": _STR_LIST,
+    "deny_all_tools": _BOOL,
+}
+# ZeroClaw's serde aliases for `allowed_roots`.
+_RISK_FIELD_ALIASES: dict[str, str] = {"allowed_path": "allowed_roots", "allowed_paths": "allowed_roots"}
+
+_RUNTIME_FIELDS: dict[str, str] = {
+    "agentic": _BOOL,
+    "max_tool_iterations": _INT,
+    "max_actions_per_hour": _INT,
+    "max_cost_per_day_cents": _INT,
+    "shell_timeout_secs": _INT,
+    "max_delegation_depth": _INT,
+    "delegation_timeout_secs": _OPT_INT,
+    "agentic_timeout_secs": _OPT_INT,
+    "parallel_tools": _BOOL,
+    "max_tool_result_chars": _INT,
+    "tool_call_dedup_exempt": _STR_LIST,
+    "max_spawn_depth": _INT,
+    "max_children_per_run": _INT,
+    "subagent_timeout_secs": _INT,
+    "max_output_tokens": _INT,
+}
+
+_PROVIDER_FIELDS: dict[str, str] = {
+    "model": _STR,
+    "uri": _STR,
+    "api_key_env": _STR,
+    "temperature": _OPT_FLOAT,
+    "timeout_secs": _INT,
+    "max_tokens": _OPT_INT,
+    "fallback_models": _STR_LIST,
+    "fallback": _STR_LIST,
+}
+_PRICING_FIELDS: dict[str, str] = {"input_per_mtok_cents": _FLOAT, "output_per_mtok_cents": _FLOAT}
+
+_AGENT_FIELDS: dict[str, str] = {
+    "enabled": _BOOL,
+    "model_provider": _STR,
+    "risk_profile": _STR,
+    "runtime_profile": _STR,
+    "system_prompt": _STR,
+    "delegate_same_risk_profile": _BOOL,
+    "read_memory_from": _STR_LIST,
+    "delegable": _BOOL,
+}
+
+_KIND_TEXT: dict[str, str] = {
+    _STR: "a string",
+    _BOOL: "a boolean",
+    _INT: "an integer",
+    _OPT_INT: "an integer",
+    _FLOAT: "a number",
+    _OPT_FLOAT: "a number",
+    _STR_LIST: "a list of strings",
+}
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+def parse_toml(text: str | bytes) -> ImportResult:
+    """Parses a Clawboard or ZeroClaw `config.toml` into a snapshot (not yet validated)."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_DOCUMENT_BYTES:
+        raise ConfigParseError(f"configuration file is larger than 1 MiB ({size} bytes)")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigParseError(f"configuration file is not valid UTF-8 (at byte {exc.start})") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, column = (int(found.group(1)), int(found.group(2))) if found else (None, None)
+        raise ConfigParseError(f"invalid TOML: {exc}", line, column) from exc
+    except RecursionError as exc:
+        raise ConfigParseError(_too_deep_message()) from exc
+    return document_to_snapshot(data)
+
+
+def document_to_snapshot(doc: Mapping[str, Any]) -> ImportResult:
+    """Reads a parsed document (TOML, or a JSON body of the same shape)."""
+    if not isinstance(doc, Mapping):
+        raise ConfigShapeError([("", "the configuration must be a table (a JSON object)")])
+    if _depth_exceeds(doc, MAX_NESTING_DEPTH):
+        raise ConfigParseError(_too_deep_message())
+    reader = _Reader()
+    snapshot = reader.read(doc)
+    if reader.errors:
+        raise ConfigShapeError(reader.errors)
+    return ImportResult(snapshot=snapshot, warnings=reader.warnings)
+
+
+def _too_deep_message() -> str:
+    return f"configuration nests deeper than {MAX_NESTING_DEPTH} levels"
+
+
+def _depth_exceeds(doc: Mapping[str, Any], limit: int) -> bool:
+    # Iterative, so a hostile JSON body cannot exhaust the interpreter stack here.
+    stack: list[tuple[Any, int]] = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.errors: list[ShapeError] = []
+        self.warnings: list[str] = []
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append((path, message))
+
+    def skip_key(self, path: str) -> None:
+        self.warnings.append(f"skipped unknown key {_q(path)}")
+
+    def skip_field(self, path: str) -> None:
+        self.warnings.append(f"skipped unknown field {_q(path)}")
+
+    def table(self, path: str, value: Any) -> Mapping[str, Any] | None:
+        if isinstance(value, Mapping):
+            return value
+        self.error(path, f"{path} must be a table")
+        return None
+
+    def value(self, path: str, kind: str, value: Any) -> tuple[bool, Any]:
+        """(ok, converted value); records a shape error when not ok."""
+        ok = False
+        if kind == _STR:
+            ok = isinstance(value, str)
+        elif kind == _BOOL:
+            ok = isinstance(value, bool)
+        elif kind == _INT:
+            ok = _is_int(value)
+        elif kind == _OPT_INT:
+            ok = value is None or _is_int(value)
+        elif kind in (_FLOAT, _OPT_FLOAT):
+            if (value is None and kind == _OPT_FLOAT) or (
+                isinstance(value, int | float) and not isinstance(value, bool)
+            ):
+                # Floats stay floats whatever the source wrote (3 or 3.0), so exports agree.
+                return True, None if value is None else float(value)
+        elif kind == _STR_LIST:
+            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                return True, tuple(value)
+        if ok:
+            return True, value
+        suffix = ", or left out" if kind in (_OPT_INT, _OPT_FLOAT) else ""
+        self.error(path, f"{path} must be {_KIND_TEXT[kind]}{suffix}")
+        return False, None
+
+    def fields(
+        self, base: str, raw: Mapping[str, Any], spec: Mapping[str, str], out: dict[str, Any], key: str
+    ) -> bool:
+        """Reads `raw[key]` into `out` when `key` is a modeled field; False when it is not."""
+        kind = spec.get(key)
+        if kind is None:
+            return False
+        ok, converted = self.value(f"{base}.{key}", kind, raw[key])
+        if ok:
+            out[key] = converted
+        return True
+
+    # -- sections --
+
+    def read(self, doc: Mapping[str, Any]) -> ConfigSnapshot:
+        providers: dict[str, ProviderSpec] = {}
+        risks: dict[str, RiskProfileSpec] = {}
+        runtimes: dict[str, RuntimeProfileSpec] = {}
+        agents: dict[str, AgentSpec] = {}
+        delegate = DelegateGlobals()
+        for key, value in doc.items():
+            if key == "delegate":
+                delegate = self.delegate_globals(value) or delegate
+            elif key == "providers":
+                providers = self.providers(value)
+            elif key == "risk_profiles":
+                risks = self.entries(key, value, self.risk_profile)
+            elif key == "runtime_profiles":
+                runtimes = self.entries(key, value, self.runtime_profile)
+            elif key == "agents":
+                agents = self.entries(key, value, self.agent)
+            else:
+                self.skip_key(key)
+        return ConfigSnapshot(
+            providers=dict(sorted(providers.items())),
+            risk_profiles=dict(sorted(risks.items())),
+            runtime_profiles=dict(sorted(runtimes.items())),
+            agents=dict(sorted(agents.items())),
+            delegate=delegate,
+        )
+
+    def entries(self, section: str, value: Any, read_one: Callable[[str, Any], T | None]) -> dict[str, T]:
+        out: dict[str, T] = {}
+        table = self.table(section, value)
+        if table is None:
+            return out
+        for alias, raw in table.items():
+            spec = read_one(alias, raw)
+            if spec is not None:
+                out[alias] = spec
+        return out
+
+    def delegate_globals(self, value: Any) -> DelegateGlobals | None:
+        raw = self.table("delegate", value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        for key in raw:
+            if not self.fields("delegate", raw, _DELEGATE_FIELDS, kwargs, key):
+                self.skip_field(f"delegate.{key}")
+        return DelegateGlobals(**kwargs)
+
+    def providers(self, value: Any) -> dict[str, ProviderSpec]:
+        out: dict[str, ProviderSpec] = {}
+        raw = self.table("providers", value)
+        if raw is None:
+            return out
+        for key, sub in raw.items():
+            if key != "models":
+                self.skip_key(f"providers.{key}")
+                continue
+            models = self.table("providers.models", sub)
+            if models is None:
+                continue
+            for ty, by_alias in models.items():
+                aliases = self.table(f"providers.models.{ty}", by_alias)
+                if aliases is None:
+                    continue
+                for alias, entry in aliases.items():
+                    spec = self.provider(ty, alias, entry)
+                    if spec is not None:
+                        out[spec.ref] = spec
+        return out
+
+    def provider(self, ty: str, alias: str, value: Any) -> ProviderSpec | None:
+        base = f"providers.models.{ty}.{alias}"
+        raw = self.table(base, value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        for key in raw:
+            if self.fields(base, raw, _PROVIDER_FIELDS, kwargs, key):
+                continue
+            if key == "pricing":
+                pricing = self.table(f"{base}.pricing", raw[key])
+                for sub in pricing or {}:
+                    if not self.fields(f"{base}.pricing", pricing or {}, _PRICING_FIELDS, kwargs, sub):
+                        self.skip_field(f"{base}.pricing.{sub}")
+            elif key == "script":
+                script = raw[key]
+                if isinstance(script, list | tuple) and all(isinstance(rule, Mapping) for rule in script):
+                    kwargs["script"] = _plain(script)
+                else:
+                    self.error(f"{base}.script", f"{base}.script must be a list of tables")
+            else:
+                self.skip_field(f"{base}.{key}")
+        return ProviderSpec(type=ty, alias=alias, **kwargs)
+
+    def risk_profile(self, alias: str, value: Any) -> RiskProfileSpec | None:
+        base = f"risk_profiles.{alias}"
+        raw = self.table(base, value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        extra_roots: list[str] = []
+        for key in raw:
+            if self.fields(base, raw, _RISK_FIELDS, kwargs, key):
+                continue
+            if key in _RISK_FIELD_ALIASES:
+                ok, roots = self.value(f"{base}.{key}", _STR_LIST, raw[key])
+                if ok:
+                    extra_roots.extend(roots)
+            elif key == "delegation_policy":
+                policy = self.table(f"{base}.delegation_policy", raw[key])
+                for sub in policy or {}:
+                    if sub == "mode":
+                        ok, mode = self.value(f"{base}.delegation_policy.mode", _STR, (policy or {})[sub])
+                        if ok:
+                            kwargs["delegation_mode"] = mode
+                    else:
+                        self.skip_field(f"{base}.delegation_policy.{sub}")
+            else:
+                self.skip_field(f"{base}.{key}")
+        if extra_roots:
+            roots = list(kwargs.get("allowed_roots", ()))
+            kwargs["allowed_roots"] = tuple(roots + [r for r in extra_roots if r not in roots])
+        if kwargs.get("allowed_tools") == (_LEGACY_DENY_ALL_SENTINEL,):
+            kwargs["allowed_tools"] = ()
+            kwargs["deny_all_tools"] = True
+            self.warnings.append(
+                f'{base}.allowed_tools = ["{_LEGACY_DENY_ALL_SENTINEL}"] was read as deny_all_tools = true'
+            )
+        return RiskProfileSpec(alias=alias, **kwargs)
+
+    def runtime_profile(self, alias: str, value: Any) -> RuntimeProfileSpec | None:
+        base = f"runtime_profiles.{alias}"
+        raw = self.table(base, value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        for key in raw:
+            if not self.fields(base, raw, _RUNTIME_FIELDS, kwargs, key):
+                self.skip_field(f"{base}.{key}")
+        return RuntimeProfileSpec(alias=alias, **kwargs)
+
+    def agent(self, alias: str, value: Any) -> AgentSpec | None:
+        base = f"agents.{alias}"
+        raw = self.table(base, value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        # ZeroClaw keeps the memory allow-list under [agents.<a>.workspace]; same meaning here.
+        workspace_memory: tuple[str, ...] = ()
+        for key in raw:
+            if self.fields(base, raw, _AGENT_FIELDS, kwargs, key):
+                continue
+            if key == "delegates":
+                delegates = self.delegates(f"{base}.delegates", raw[key])
+                if delegates is not None:
+                    kwargs["delegates"] = delegates
+            elif key == "workspace":
+                workspace = raw[key]
+                if isinstance(workspace, str):
+                    kwargs["workspace"] = workspace
+                    continue
+                table = self.table(f"{base}.workspace", workspace)
+                for sub in table or {}:
+                    sub_value = (table or {})[sub]
+                    if sub == "path":
+                        ok, path = self.value(f"{base}.workspace.path", _STR, sub_value)
+                        if ok:
+                            kwargs["workspace"] = path
+                    elif sub == "read_memory_from":
+                        ok, names = self.value(f"{base}.workspace.read_memory_from", _STR_LIST, sub_value)
+                        if ok:
+                            workspace_memory = names
+                    else:
+                        self.skip_field(f"{base}.workspace.{sub}")
+            else:
+                self.skip_field(f"{base}.{key}")
+        if workspace_memory:
+            memory = list(kwargs.get("read_memory_from", ()))
+            kwargs["read_memory_from"] = tuple(memory + [m for m in workspace_memory if m not in memory])
+        return AgentSpec(alias=alias, **kwargs)
+
+    def delegates(self, path: str, value: Any) -> tuple[DelegateEntry, ...] | None:
+        if not isinstance(value, list | tuple):
+            self.error(path, f"{path} must be a list of agent aliases or {{ agent, mode }} tables")
+            return None
+        entries: list[DelegateEntry] = []
+        for i, item in enumerate(value):
+            item_path = f"{path}[{i}]"
+            if isinstance(item, str):
+                entries.append(DelegateEntry(agent=item))
+                continue
+            if not isinstance(item, Mapping):
+                self.error(item_path, f"{item_path} must be an agent alias or a {{ agent, mode }} table")
+                continue
+            # Strict like ZeroClaw: a misspelled `mode` must not silently mean bounded.
+            unknown = [k for k in item if k not in ("agent", "mode")]
+            if unknown:
+                self.error(
+                    item_path, f"{item_path} has unknown field {_q(unknown[0])}; expected agent and mode"
+                )
+                continue
+            if "agent" not in item:
+                self.error(f"{item_path}.agent", f"{item_path}.agent is missing")
+                continue
+            ok_agent, agent = self.value(f"{item_path}.agent", _STR, item["agent"])
+            ok_mode, mode = self.value(f"{item_path}.mode", _STR, item.get("mode", "bounded"))
+            if ok_agent and ok_mode:
+                entries.append(DelegateEntry(agent=agent, mode=mode))
+        return tuple(entries)
+
+
+def _plain(value: Any) -> Any:
+    """Deep copy into plain dicts and lists (tomlkit/JSON containers in, JSON-able out)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return copy.copy(value)
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+def _sorted_json(value: Any) -> Any:
+    # Script keys are sorted so the export does not depend on how the database stored them.
+    if isinstance(value, Mapping):
+        return {str(k): _sorted_json(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [_sorted_json(v) for v in value]
+    return value
+
+
+def _provider_document(spec: ProviderSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": spec.model, "uri": spec.uri, "api_key_env": spec.api_key_env}
+    if spec.temperature is not None:
+        out["temperature"] = float(spec.temperature)
+    out["timeout_secs"] = spec.timeout_secs
+    if spec.max_tokens is not None:
+        out["max_tokens"] = spec.max_tokens
+    out["pricing"] = {
+        "input_per_mtok_cents": float(spec.input_per_mtok_cents),
+        "output_per_mtok_cents": float(spec.output_per_mtok_cents),
+    }
+    out["fallback_models"] = list(spec.fallback_models)
+    out["fallback"] = list(spec.fallback)
+    if spec.script or spec.type == "scripted":
+        out["script"] = _sorted_json(spec.script)
+    return out
+
+
+def _risk_document(spec: RiskProfileSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in _RISK_FIELDS.items():
+        value = getattr(spec, name)
+        out[name] = list(value) if kind == _STR_LIST else value
+    # Last, so that TOML renders it as a sub-table after the profile's own keys.
+    out["delegation_policy"] = {"mode": spec.delegation_mode}
+    return out
+
+
+def _runtime_document(spec: RuntimeProfileSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in _RUNTIME_FIELDS.items():
+        value = getattr(spec, name)
+        if value is None:
+            continue
+        out[name] = list(value) if kind == _STR_LIST else value
+    return out
+
+
+def _agent_document(spec: AgentSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "enabled": spec.enabled,
+        "model_provider": spec.model_provider,
+        "risk_profile": spec.risk_profile,
+        "runtime_profile": spec.runtime_profile,
+        "system_prompt": spec.system_prompt,
+        "delegate_same_risk_profile": spec.delegate_same_risk_profile,
+        "delegates": [{"agent": d.agent, "mode": d.mode} for d in spec.delegates],
+        "read_memory_from": list(spec.read_memory_from),
+        "delegable": spec.delegable,
+    }
+    if spec.workspace:
+        out["workspace"] = {"path": spec.workspace}
+    return out
+
+
+def snapshot_to_document(snapshot: ConfigSnapshot) -> dict[str, Any]:
+    """The JSON-able document of a snapshot, in the same shape as the TOML export."""
+    providers: dict[str, dict[str, Any]] = {}
+    for spec in sorted(snapshot.providers.values(), key=lambda p: (p.type, p.alias)):
+        providers.setdefault(spec.type, {})[spec.alias] = _provider_document(spec)
+    d = snapshot.delegate
+    return {
+        "delegate": {name: getattr(d, name) for name in _DELEGATE_FIELDS},
+        "providers": {"models": providers},
+        "risk_profiles": {
+            a: _risk_document(snapshot.risk_profiles[a]) for a in sorted(snapshot.risk_profiles)
+        },
+        "runtime_profiles": {
+            a: _runtime_document(snapshot.runtime_profiles[a]) for a in sorted(snapshot.runtime_profiles)
+        },
+        "agents": {a: _agent_document(snapshot.agents[a]) for a in sorted(snapshot.agents)},
+    }
+
+
+def _drop_nulls(value: Any) -> Any:
+    # TOML has no null; inside a script a missing key reads the same as a null one.
+    if isinstance(value, Mapping):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_drop_nulls(v) for v in value if v is not None]
+    return value
+
+
+def _inline_item(value: Any) -> Item:
+    """A value inside an array or inline table: always on one line."""
+    if isinstance(value, Mapping):
+        table = tomlkit.inline_table()
+        for key, sub in value.items():
+            item = _inline_item(sub)
+            if not table:
+                item.trivia.indent = " "
+            table.append(key, item)
+        if value:
+            table.append(None, tomlkit.ws(" "))
+        return table
+    if isinstance(value, list | tuple):
+        array = tomlkit.array()
+        for sub in value:
+            array.append(_inline_item(sub))
+        return array
+    return tomlkit.item(value)
+
+
+def _string_item(text: str) -> Item:
+    if "\n" in text and "\r" not in text:
+        candidate = tomlkit.string(text, multiline=True)
+        # Multi-line strings trim a leading newline and treat some endings specially; only keep
+        # the readable form when it provably reads back as the same text.
+        try:
+            if tomllib.loads(f"v = {candidate.as_string()}")["v"] == text:
+                return candidate
+        except tomllib.TOMLDecodeError:
+            pass
+    return tomlkit.string(text)
+
+
+def _value_item(key: str, value: Any) -> Item:
+    """A value directly under a table key: long arrays get one item per line."""
+    if isinstance(value, str):
+        return _string_item(value)
+    item = _inline_item(value)
+    if isinstance(item, Array) and len(value) > 1:
+        if len(key) + 3 + len(item.as_string()) > _MAX_INLINE_WIDTH:
+            item.multiline(True)
+    return item
+
+
+def _table(entries: Mapping[str, Any], *, nested: bool = True) -> Table:
+    """A `[section]` table; `nested` lets the known sub-tables and `script` rules have headers."""
+    table = tomlkit.table()
+    for key, value in entries.items():
+        if nested and key == "script" and _is_rule_list(value):
+            aot = tomlkit.aot()
+            for rule in value:
+                aot.append(_table(rule, nested=False))
+            table.add(key, aot)
+        elif nested and key in ("delegation_policy", "workspace") and isinstance(value, Mapping):
+            table.add(key, _table(value, nested=False))
+        else:
+            table.add(key, _value_item(key, value))
+    return table
+
+
+def _is_rule_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(rule, Mapping) for rule in value)
+
+
+def _super_table() -> Table:
+    return tomlkit.table(is_super_table=True)
+
+
+def export_toml(snapshot: ConfigSnapshot) -> str:
+    """The deterministic TOML of a snapshot (sections and aliases sorted; see module doc)."""
+    document = _drop_nulls(snapshot_to_document(snapshot))
+    toml = tomlkit.document()
+    toml.add("delegate", _table(document["delegate"]))
+    models = document["providers"]["models"]
+    if models:
+        providers_table = _super_table()
+        models_table = _super_table()
+        for ty, by_alias in models.items():
+            type_table = _super_table()
+            for alias, entry in by_alias.items():
+                type_table.add(alias, _table(entry))
+            models_table.add(ty, type_table)
+        providers_table.add("models", models_table)
+        toml.add("providers", providers_table)
+    for section in ("risk_profiles", "runtime_profiles", "agents"):
+        if document[section]:
+            section_table = _super_table()
+            for alias, entry in document[section].items():
+                section_table.add(alias, _table(entry))
+            toml.add(section, section_table)
+    return tomlkit.dumps(toml)
+
+
+# --- diffs ----------------------------------------------------------------------------------------
+
+
+def diff_snapshots(old: ConfigSnapshot, new: ConfigSnapshot) -> str:
+    """A unified diff of the two TOML exports; empty when they are the same."""
+    before = export_toml(old).splitlines(keepends=True)
+    after = export_toml(new).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before, after, fromfile="current", tofile="new"))
+
+
+def _entries(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    yield "delegate", document["delegate"]
+    for ty, by_alias in document["providers"]["models"].items():
+        for alias, entry in by_alias.items():
+            yield f"providers.models.{ty}.{alias}", entry
+    for section in ("risk_profiles", "runtime_profiles", "agents"):
+        for alias, entry in document[section].items():
+            yield f"{section}.{alias}", entry
+
+
+def summarize_diff(old: ConfigSnapshot, new: ConfigSnapshot) -> list[str]:
+    """One line per added (`+`), removed (`-`) or changed (`~`, with its fields) entry."""
+    before = dict(_entries(snapshot_to_document(old)))
+    after = dict(_entries(snapshot_to_document(new)))
+    order = {section: i for i, section in enumerate(_SECTIONS)}
+
+    def sort_key(path: str) -> tuple[int, str]:
+        return order[path.split(".", 1)[0]], path
+
+    lines: list[str] = []
+    for path in sorted(before.keys() | after.keys(), key=sort_key):
+        if path not in before:
+            lines.append(f"+ {path}")
+        elif path not in after:
+            lines.append(f"- {path}")
+        else:
+            old_entry, new_entry = before[path], after[path]
+            names = list(new_entry) + [k for k in old_entry if k not in new_entry]
+            changed = [k for k in names if old_entry.get(k) != new_entry.get(k)]
+            if changed:
+                lines.append(f"~ {path}: {', '.join(changed)}")
+    return lines
+
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_NESTING_DEPTH",
+    "ConfigParseError",
+    "ConfigShapeError",
+    "ImportResult",
+    "diff_snapshots",
+    "document_to_snapshot",
+    "export_toml",
+    "parse_toml",
+    "snapshot_to_document",
+    "summarize_diff",
+]

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents_app.config_io import (
+    ConfigParseError,
+    ConfigShapeError,
+    diff_snapshots,
+    export_toml,
+    parse_toml,
+    summarize_diff,
+)
+from agents_app.selectors import config_snapshot_get
+from agents_app.services import ConfigValidationError, config_replace
+from agents_app.validation import validate_snapshot
+
+
+class Command(BaseCommand):
+    help = "Import or export the whole configuration as TOML (import is atomic; --dry-run shows the diff)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", choices=["import", "export"])
+        parser.add_argument("file", help="path of the TOML file, or - for stdin/stdout")
+        parser.add_argument("--dry-run", action="store_true", help="import: show the diff, change nothing")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "export":
+            text = export_toml(config_snapshot_get())
+            if options["file"] == "-":
+                self.stdout.write(text, ending="")
+            else:
+                Path(options["file"]).write_text(text)
+            return
+        raw = sys.stdin.read() if options["file"] == "-" else Path(options["file"]).read_text()
+        try:
+            result = parse_toml(raw)
+        except ConfigParseError as exc:
+            raise CommandError(str(exc)) from exc
+        except ConfigShapeError as exc:
+            raise CommandError("\n".join(m for _, m in exc.errors)) from exc
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
+        errors = validate_snapshot(result.snapshot)
+        if errors:
+            raise CommandError("\n".join(m for _, m in errors))
+        old = config_snapshot_get()
+        for line in summarize_diff(old, result.snapshot):
+            self.stdout.write(line)
+        if options["dry_run"]:
+            self.stdout.write(diff_snapshots(old, result.snapshot), ending="")
+            self.stdout.write("dry run: nothing changed")
+            return
+        try:
+            revision = config_replace(snapshot=result.snapshot, summary=f"import {options['file']}")
+        except ConfigValidationError as exc:
+            raise CommandError("\n".join(m for _, m in exc.errors)) from exc
+        self.stdout.write(f"imported: revision {revision.pk}" if revision else "no change")

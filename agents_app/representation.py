@@ -1,0 +1,58 @@
+"""JSON form of one configuration entry, as REST and the dashboard show it.
+
+It is the TOML table of the entry with every field written out (plus `alias`, and `type` for
+providers). Input goes back through `config_io.document_to_snapshot`, so REST, the dashboard
+and TOML import share one parser and one set of type checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
+from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
+
+KINDS: tuple[str, ...] = ("agents", "risk_profiles", "runtime_profiles", "providers")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def entry_to_json(spec: Any) -> dict[str, Any]:
+    data = {f.name: _plain(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
+    if isinstance(spec, RiskProfileSpec):
+        data["delegation_policy"] = {"mode": data.pop("delegation_mode")}
+    elif isinstance(spec, ProviderSpec):
+        data["pricing"] = {
+            "input_per_mtok_cents": data.pop("input_per_mtok_cents"),
+            "output_per_mtok_cents": data.pop("output_per_mtok_cents"),
+        }
+    return data
+
+
+def entries(snapshot: ConfigSnapshot, kind: str) -> dict[str, Any]:
+    return dict(getattr(snapshot, kind))
+
+
+def entry_to_document_body(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Strip the keys that live in the TOML section path rather than in the table."""
+    body = dict(data)
+    body.pop("alias", None)
+    if kind == "providers":
+        body.pop("type", None)
+    return body
+
+
+def spec_types() -> dict[str, type]:
+    return {
+        "agents": AgentSpec,
+        "risk_profiles": RiskProfileSpec,
+        "runtime_profiles": RuntimeProfileSpec,
+        "providers": ProviderSpec,
+        "delegate": DelegateGlobals,
+    }

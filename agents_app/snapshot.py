@@ -1,0 +1,77 @@
+"""One immutable snapshot of the whole configuration.
+
+Every pure gate works on a `ConfigSnapshot`. The database (selectors), a TOML file
+(config_io) and a JSON document all convert to and from this one shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
+
+ALIAS_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DELEGATE_MODES: tuple[str, ...] = ("bounded", "independent")
+RESERVED_AGENT_ALIAS = "default"
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    type: str
+    alias: str
+    model: str = ""
+    uri: str = ""
+    api_key_env: str = ""
+    temperature: float | None = None
+    timeout_secs: int = 60
+    max_tokens: int | None = None
+    input_per_mtok_cents: float = 0
+    output_per_mtok_cents: float = 0
+    fallback_models: tuple[str, ...] = ()
+    fallback: tuple[str, ...] = ()
+    # `script` is JSON (lists/dicts); kept as given. Treat as read-only.
+    script: Any = field(default_factory=list, compare=True, hash=False)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.type}.{self.alias}"
+
+
+@dataclass(frozen=True)
+class DelegateEntry:
+    agent: str
+    mode: str = "bounded"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    alias: str
+    model_provider: str = ""
+    risk_profile: str = ""
+    runtime_profile: str = ""
+    enabled: bool = True
+    system_prompt: str = ""
+    delegate_same_risk_profile: bool = True
+    delegates: tuple[DelegateEntry, ...] = ()
+    read_memory_from: tuple[str, ...] = ()
+    workspace: str = ""  # "" = <DATA_DIR>/agents/<alias>/workspace
+    delegable: bool = True
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """Dicts are keyed by alias (providers by "<type>.<alias>") and kept sorted by key."""
+
+    providers: dict[str, ProviderSpec] = field(default_factory=dict)
+    risk_profiles: dict[str, RiskProfileSpec] = field(default_factory=dict)
+    runtime_profiles: dict[str, RuntimeProfileSpec] = field(default_factory=dict)
+    agents: dict[str, AgentSpec] = field(default_factory=dict)
+    delegate: DelegateGlobals = field(default_factory=DelegateGlobals)
+
+    def runtime_of(self, agent: AgentSpec) -> RuntimeProfileSpec:
+        from policies_app.specs import DEFAULT_RUNTIME
+
+        return self.runtime_profiles.get(agent.runtime_profile, DEFAULT_RUNTIME)

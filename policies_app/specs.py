@@ -1,0 +1,92 @@
+"""Frozen value objects for risk and runtime profiles.
+
+These are the inputs of every pure gate (policy, escalation, reachability, validation).
+They are built from one configuration snapshot (database or TOML) and never touch the ORM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEVELS: tuple[str, ...] = ("readonly", "supervised", "full")
+LEVEL_RANK = {name: i for i, name in enumerate(LEVELS)}
+LEVEL_DISPLAY = {"readonly": "ReadOnly", "supervised": "Supervised", "full": "Full"}
+DELEGATION_MODES: tuple[str, ...] = ("forbidden", "allow")
+
+DEFAULT_FORBIDDEN_PATHS: tuple[str, ...] = (
+    "/etc", "/root", "/home", "/usr", "/bin", "/sbin", "/lib", "/opt", "/boot", "/dev",
+    "/proc", "/sys", "/var", "/tmp", "~/.ssh", "~/.gnupg", "~/.aws", "~/.config",
+)  # fmt: skip
+DEFAULT_ALLOWED_COMMANDS: tuple[str, ...] = (
+    "git", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail", "date", "python3",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RiskProfileSpec:
+    alias: str
+    level: str = "supervised"
+    workspace_only: bool = True
+    allowed_roots: tuple[str, ...] = ()
+    allowed_roots_read_only: tuple[str, ...] = ()
+    allowed_roots_write_only: tuple[str, ...] = ()
+    forbidden_paths: tuple[str, ...] = DEFAULT_FORBIDDEN_PATHS
+    allowed_commands: tuple[str, ...] = DEFAULT_ALLOWED_COMMANDS
+    shell_env_passthrough: tuple[str, ...] = ()
+    block_high_risk_commands: bool = True
+    require_approval_for_medium_risk: bool = True
+    allowed_tools: tuple[str, ...] = ()
+    excluded_tools: tuple[str, ...] = ()
+    auto_approve: tuple[str, ...] = ()
+    always_ask: tuple[str, ...] = ()
+    delegation_mode: str = "forbidden"
+    deny_all_tools: bool = False
+
+    @property
+    def effective_workspace_only(self) -> bool:
+        # SPEC §2.2: workspace_only is forced false under `full`.
+        return self.workspace_only and self.level != "full"
+
+
+@dataclass(frozen=True)
+class RuntimeProfileSpec:
+    alias: str
+    agentic: bool = False
+    max_tool_iterations: int = 0
+    max_actions_per_hour: int = 20
+    max_cost_per_day_cents: int = 500
+    shell_timeout_secs: int = 60
+    max_delegation_depth: int = 0
+    delegation_timeout_secs: int | None = None
+    agentic_timeout_secs: int | None = None
+    parallel_tools: bool = False
+    max_tool_result_chars: int = 0
+    tool_call_dedup_exempt: tuple[str, ...] = ()
+    max_spawn_depth: int = 1
+    max_children_per_run: int = 5
+    subagent_timeout_secs: int = 0
+    max_output_tokens: int = 0
+
+    # Effective values: SPEC §2.3 says 0 means a default for some fields.
+    @property
+    def effective_max_tool_iterations(self) -> int:
+        return self.max_tool_iterations or 10
+
+    @property
+    def effective_max_delegation_depth(self) -> int:
+        return self.max_delegation_depth or 3
+
+    @property
+    def effective_max_tool_result_chars(self) -> int:
+        return self.max_tool_result_chars or 6000
+
+
+DEFAULT_RUNTIME = RuntimeProfileSpec(alias="")
+
+
+@dataclass(frozen=True)
+class DelegateGlobals:
+    timeout_secs: int = 120
+    agentic_timeout_secs: int = 300
+    max_background: int = 128
+    max_concurrent_runs: int = 8

@@ -1,0 +1,84 @@
+"""Budget trackers (SPEC §3.1): a sliding one-hour window of actions and a per-day cost sum.
+
+Policies that share a tracker key consume the same budget. Check-and-record is atomic:
+on SQLite `transaction.atomic()` begins IMMEDIATE (write lock first); on PostgreSQL the
+`select_for_update` of the tracker row serialises concurrent recorders.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import TypedDict
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from policies_app.models import Tracker, TrackerAction, TrackerCost
+from policies_app.policy import RATE_LIMIT_ACTIONS, RATE_LIMIT_COST
+
+WINDOW = timedelta(hours=1)
+
+
+class BudgetExhausted(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class TrackerUsage(TypedDict):
+    actions_last_hour: int
+    cost_today_cents: float
+
+
+def _locked_tracker(key: str) -> Tracker:
+    tracker, _ = Tracker.objects.get_or_create(key=key)
+    return Tracker.objects.select_for_update().get(pk=tracker.pk)
+
+
+def _today(now: datetime | None) -> date:
+    return timezone.localdate(now or timezone.now())
+
+
+def tracker_record_action(*, key: str, max_actions_per_hour: int, now: datetime | None = None) -> None:
+    """Record one action, or raise `BudgetExhausted` (recording nothing) when the window is full."""
+    if max_actions_per_hour <= 0:
+        raise BudgetExhausted(RATE_LIMIT_ACTIONS)
+    with transaction.atomic():
+        tracker = _locked_tracker(key)
+        # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
+        at = now or timezone.now()
+        window_start = at - WINDOW
+        TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
+        if TrackerAction.objects.filter(tracker=tracker, at__gt=window_start).count() >= max_actions_per_hour:
+            raise BudgetExhausted(RATE_LIMIT_ACTIONS)
+        TrackerAction.objects.create(tracker=tracker, at=at)
+
+
+def _cost_on(key: str, day: date) -> float:
+    total = TrackerCost.objects.filter(tracker__key=key, day=day).aggregate(total=Sum("cents"))["total"]
+    return float(total or 0)
+
+
+def tracker_check_cost(*, key: str, max_cost_per_day_cents: int, now: datetime | None = None) -> None:
+    if _cost_on(key, _today(now)) >= max_cost_per_day_cents:
+        raise BudgetExhausted(RATE_LIMIT_COST)
+
+
+def tracker_record_cost(*, key: str, cents: float, now: datetime | None = None) -> None:
+    if cents < 0:
+        raise ValueError("cost cents must not be negative")
+    if cents == 0:
+        return
+    day = _today(now)
+    with transaction.atomic():
+        tracker = _locked_tracker(key)
+        row, created = TrackerCost.objects.get_or_create(tracker=tracker, day=day, defaults={"cents": cents})
+        if not created:
+            TrackerCost.objects.filter(pk=row.pk).update(cents=F("cents") + cents)
+
+
+def tracker_usage(*, key: str, now: datetime | None = None) -> TrackerUsage:
+    at = now or timezone.now()
+    actions = TrackerAction.objects.filter(tracker__key=key, at__gt=at - WINDOW).count()
+    return {"actions_last_hour": actions, "cost_today_cents": _cost_on(key, _today(at))}

@@ -1,0 +1,141 @@
+"""`anthropic` family: the Anthropic Messages API through the official client (SPEC §8.2).
+
+Same contract as the OpenAI-compatible provider: one attempt per call (`max_retries=0`), the key
+read from the environment at call time, failures reduced to short reasons without endpoint,
+key or body.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anthropic
+
+from agents_app.snapshot import ProviderSpec
+
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    InvalidCompletion,
+    ModelReply,
+    ProviderError,
+    ToolCallRequest,
+    Usage,
+    check_semantic,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+# The Messages API requires max_tokens; used when neither the request nor the spec sets one.
+DEFAULT_MAX_TOKENS = 4096
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+def base_url_for(spec: ProviderSpec) -> str:
+    uri = spec.uri.strip().rstrip("/") or DEFAULT_BASE_URL
+    # The client appends /v1/messages itself; accept a uri written with /v1 too.
+    return uri[: -len("/v1")] if uri.endswith("/v1") else uri
+
+
+def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    blocks += [
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        for call in message.tool_calls
+    ]
+    return blocks
+
+
+def wire_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
+    """System text, and turns that alternate user/assistant as the API requires.
+
+    Tool results travel as user turns, so consecutive tool and user messages merge into one.
+    """
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += blocks
+        else:
+            turns.append({"role": role, "content": blocks})
+    return system, turns
+
+
+def _reason(exc: Exception) -> ProviderError:
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError("timeout")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError("connection error")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        return ProviderError(f"HTTP {status}", retryable=status >= 500 or status in _RETRYABLE_STATUS)
+    return ProviderError("invalid response")
+
+
+class AnthropicProvider:
+    def __init__(self, spec: ProviderSpec) -> None:
+        if not spec.model:
+            raise ProviderError(f"provider '{spec.ref}' has no model", retryable=False)
+        self.spec = spec
+        self.base_url = base_url_for(spec)
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        spec = self.spec
+        system, turns = wire_messages(request.messages)
+        max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
+        params: dict[str, Any] = {
+            "model": spec.model,
+            "messages": turns,
+            "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        temperature = request.temperature if request.temperature is not None else spec.temperature
+        if temperature is not None:
+            # Recent clients no longer take `temperature` as an argument; the wire field remains.
+            params["extra_body"] = {"temperature": temperature}
+
+        api_key = (os.environ.get(spec.api_key_env, "") if spec.api_key_env else "") or "none"
+        try:
+            with anthropic.Anthropic(
+                api_key=api_key, base_url=self.base_url, timeout=float(spec.timeout_secs), max_retries=0
+            ) as client:
+                response = client.messages.create(**params)
+        except (anthropic.AnthropicError, ValueError) as exc:
+            # `from None`: the cause's text may hold the URL or the response body.
+            raise _reason(exc) from None
+
+        texts: list[str] = []
+        calls: list[ToolCallRequest] = []
+        for block in response.content or []:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                if not isinstance(block.input, dict):
+                    raise InvalidCompletion("invalid tool call arguments")
+                calls.append(ToolCallRequest(id=block.id, name=block.name, arguments=dict(block.input)))
+        text = check_semantic("".join(texts), calls)
+        usage = response.usage
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=(usage.input_tokens or 0) if usage else 0,
+                output_tokens=(usage.output_tokens or 0) if usage else 0,
+            ),
+            provider_ref=spec.ref,
+            model=spec.model,
+        )

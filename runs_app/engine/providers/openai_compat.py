@@ -1,0 +1,170 @@
+"""OpenAI chat-completions over real HTTP (SPEC §8.2), for every family but scripted/anthropic.
+
+One attempt per call: the client never retries (`max_retries=0`); ReliableProvider owns retries,
+back-off and fallbacks. Failures become ProviderError with a fixed, short reason so that no
+endpoint, key or response body can leak into run errors or logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from agents_app.snapshot import ProviderSpec
+
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    InvalidCompletion,
+    ModelReply,
+    ProviderError,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+    check_semantic,
+)
+
+# Used only when a provider's uri is empty.
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "groq": "https://api.groq.com/openai/v1",
+    "deepseek": "https://api.deepseek.com/v1",
+    "mistral": "https://api.mistral.ai/v1",
+    "together": "https://api.together.xyz/v1",
+    "ollama": "http://localhost:11434/v1",
+    "lmstudio": "http://localhost:1234/v1",
+    "llamacpp": "http://localhost:8080/v1",
+    "vllm": "http://localhost:8000/v1",
+}
+
+# Statuses worth repeating on the same model; any other 4xx moves straight to the next candidate.
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+def base_url_for(spec: ProviderSpec) -> str:
+    uri = spec.uri.strip().rstrip("/")
+    if not uri:
+        if spec.type not in DEFAULT_BASE_URLS:
+            raise ProviderError(f"provider '{spec.ref}' has no uri", retryable=False)
+        return DEFAULT_BASE_URLS[spec.type]
+    if spec.type == "ollama":
+        # Ollama's native API lives at the root; its OpenAI-compatible one under /v1.
+        parts = urlsplit(uri)
+        if parts.path in ("", "/"):
+            return urlunsplit(parts._replace(path="/v1"))
+    return uri
+
+
+def api_key_for(spec: ProviderSpec) -> str:
+    # Local servers accept any key, but the client insists on a non-empty one.
+    return (os.environ.get(spec.api_key_env, "") if spec.api_key_env else "") or "none"
+
+
+def _wire_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    return wire
+
+
+def _wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def _reason(exc: Exception) -> ProviderError:
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError("timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError("connection error")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return ProviderError(f"HTTP {status}", retryable=status >= 500 or status in _RETRYABLE_STATUS)
+    return ProviderError("invalid response")
+
+
+def _parse_arguments(raw: str | None) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw) if raw and raw.strip() else {}
+    except ValueError:
+        raise InvalidCompletion("invalid tool call arguments") from None
+    if not isinstance(parsed, dict):
+        raise InvalidCompletion("invalid tool call arguments")
+    return parsed
+
+
+class OpenAICompatProvider:
+    def __init__(self, spec: ProviderSpec) -> None:
+        if not spec.model:
+            raise ProviderError(f"provider '{spec.ref}' has no model", retryable=False)
+        self.spec = spec
+        self.base_url = base_url_for(spec)
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        spec = self.spec
+        params: dict[str, Any] = {
+            "model": spec.model,
+            "messages": [_wire_message(message) for message in request.messages],
+        }
+        if request.tools:
+            params["tools"] = [_wire_tool(tool) for tool in request.tools]
+        temperature = request.temperature if request.temperature is not None else spec.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
+        max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+
+        try:
+            with openai.OpenAI(
+                api_key=api_key_for(spec),
+                base_url=self.base_url,
+                timeout=float(spec.timeout_secs),
+                max_retries=0,
+            ) as client:
+                response = client.chat.completions.create(**params)
+        except (openai.OpenAIError, ValueError) as exc:
+            # `from None`: the cause's text may hold the URL or the response body.
+            raise _reason(exc) from None
+
+        if not response.choices:
+            raise InvalidCompletion()
+        message = response.choices[0].message
+        calls = [
+            ToolCallRequest(
+                id=call.id or f"call_{request.turn_index}_{i}",
+                name=call.function.name,
+                arguments=_parse_arguments(call.function.arguments),
+            )
+            for i, call in enumerate(message.tool_calls or [])
+            if call.type == "function"
+        ]
+        text = check_semantic(message.content or "", calls)
+        usage = response.usage
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+                output_tokens=(usage.completion_tokens or 0) if usage else 0,
+            ),
+            provider_ref=spec.ref,
+            model=spec.model,
+        )

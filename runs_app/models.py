@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out", "lost"})
+ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running", "waiting", "awaiting_approval"})
+
+
+class Run(models.Model):
+    class Kind(models.TextChoices):
+        TOP_LEVEL = "top_level"
+        CRON = "cron"
+        SUBAGENT = "subagent"
+        DELEGATE = "delegate"
+
+    class Mode(models.TextChoices):
+        BOUNDED = "bounded"
+        INDEPENDENT = "independent"
+
+    class Execution(models.TextChoices):
+        SYNC = "sync"
+        BACKGROUND = "background"
+        PARALLEL = "parallel"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"
+        AWAITING_APPROVAL = "awaiting_approval"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out"
+        LOST = "lost"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    # The tool call of the parent that waits on this run (spawn/delegate), if any.
+    parent_call = models.ForeignKey(
+        "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    agent = models.CharField(max_length=64, db_index=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TOP_LEVEL)
+    mode = models.CharField(max_length=16, choices=Mode.choices, blank=True, default="")
+    execution = models.CharField(max_length=16, choices=Execution.choices, default=Execution.SYNC)
+    depth = models.PositiveSmallIntegerField(default=0)
+    spawn_depth = models.PositiveSmallIntegerField(default=0)
+    session_key = models.CharField(max_length=80, blank=True, default="")
+    task_name = models.CharField(max_length=64, blank=True, default="")
+    label = models.CharField(max_length=200, blank=True, default="")
+    prompt = models.TextField(blank=True, default="")
+    context = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    output = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    tool_result = models.JSONField(null=True, blank=True)
+    provider_requested = models.CharField(max_length=100, blank=True, default="")
+    provider_served = models.CharField(max_length=100, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_cents = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    owner = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # NULL (not "") when absent, so the unique constraint ignores runs without a key.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+
+    # Frozen at admission: what this run may do, whose budget it spends, where it acts.
+    policy = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    tracker_key = models.CharField(max_length=128, blank=True, default="")
+    workspace = models.CharField(max_length=500, blank=True, default="")
+    memory_agent = models.CharField(max_length=64, blank=True, default="")
+    results_dir = models.CharField(max_length=500, blank=True, default="")
+    provider_ref = models.CharField(max_length=100, blank=True, default="")
+    system_prompt = models.TextField(blank=True, default="")
+    agentic = models.BooleanField(default=True)
+    turns = models.PositiveIntegerField(default=0)
+    deadline = models.DateTimeField(null=True, blank=True)
+    timeout_secs = models.PositiveIntegerField(null=True, blank=True)
+    continued_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continuations"
+    )
+    steer_messages = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["root", "created_at"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="run_idempotency_per_user",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.agent} {self.id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class ToolCall(models.Model):
+    """One tool call of a model turn: the single record of what a run waits for."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.PositiveIntegerField()
+    position = models.PositiveSmallIntegerField(default=0)
+    call_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING, db_index=True)
+    result = models.JSONField(null=True, blank=True)
+    wait_kind = models.CharField(max_length=16, blank=True, default="")  # children | approval | yield | await
+    deadline = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "position"]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+
+class Message(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16)
+    content = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="message_run_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.seq}"
+
+
+class RunEvent(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    root_id = models.UUIDField(db_index=True)
+    type = models.CharField(max_length=32)
+    at = models.DateTimeField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["root_id", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.type}"
+
+
+class Approval(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"approval {self.pk} ({self.status})"
+
+
+class Announce(models.Model):
+    """One per background child: the unique constraint makes announces exactly-once."""
+
+    child = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="announce")
+    parent = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="announces")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"announce of {self.child_id}"
+
+
+class MemoryEntry(models.Model):
+    agent = models.CharField(max_length=64, db_index=True)
+    key = models.CharField(max_length=200)
+    content = models.TextField()
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent", "key"]
+        constraints = [models.UniqueConstraint(fields=["agent", "key"], name="memory_agent_key")]
+
+    def __str__(self) -> str:
+        return f"{self.agent}:{self.key}"
+
+
+class Schedule(models.Model):
+    name = models.CharField(max_length=100)
+    agent = models.CharField(max_length=64)
+    prompt = models.TextField()
+    cron = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
