@@ -23,6 +23,7 @@ class AgentAdmin(ConfigAdmin):
     list_display = ("alias", "enabled", "model_provider", "risk_profile", "runtime_profile", "delegable")
     list_filter = ("enabled", "delegable", "risk_profile")
     search_fields = ("alias", "system_prompt")
+    section = "agents"
     mutator = staticmethod(_mutate_agent)
     key_of = staticmethod(lambda obj: obj.alias)
 
@@ -31,6 +32,7 @@ class AgentAdmin(ConfigAdmin):
 class ModelProviderAdmin(ConfigAdmin):
     list_display = ("type", "alias", "model", "uri", "api_key_env")
     search_fields = ("alias", "model")
+    section = "providers"
     mutator = staticmethod(replace_entry("providers"))
     key_of = staticmethod(lambda obj: f"{obj.type}.{obj.alias}")
 

@@ -79,8 +79,12 @@ class Agent(models.Model):
             enabled=self.enabled,
             system_prompt=self.system_prompt,
             delegate_same_risk_profile=self.delegate_same_risk_profile,
+            # A bare string means bounded (SPEC §2.4), wherever the row was written from.
             delegates=tuple(
-                DelegateEntry(agent=d["agent"], mode=d.get("mode", "bounded")) for d in self.delegates
+                DelegateEntry(agent=d, mode="bounded")
+                if isinstance(d, str)
+                else DelegateEntry(agent=d["agent"], mode=d.get("mode", "bounded"))
+                for d in self.delegates
             ),
             read_memory_from=tuple(self.read_memory_from),
             workspace=self.workspace,

@@ -30,8 +30,10 @@ def reachable(snapshot: ConfigSnapshot, caller_alias: str) -> dict[str, str]:
             if agent.risk_profile == caller.risk_profile and _is_target(agent):
                 found[alias] = "bounded"
     for entry in caller.delegates:
-        if _is_target(snapshot.agents.get(entry.agent)):
-            found[entry.agent] = entry.mode
+        # Trimmed, as validation and the rename/delete rewrites read it.
+        name = entry.agent.strip()
+        if _is_target(snapshot.agents.get(name)):
+            found[name] = entry.mode
     found.pop(caller_alias, None)
     return dict(sorted(found.items()))
 
@@ -57,7 +59,7 @@ def unreachable_reason(snapshot: ConfigSnapshot, caller_alias: str, target_alias
     if not target.delegable:
         return f"{head}: the target agent is not delegable"
     caller = snapshot.agents.get(caller_alias)
-    listed = caller is not None and any(e.agent == target_alias for e in caller.delegates)
+    listed = caller is not None and any(e.agent.strip() == target_alias for e in caller.delegates)
     if caller is not None and not listed:
         if caller.delegate_same_risk_profile and caller.risk_profile != target.risk_profile:
             return (

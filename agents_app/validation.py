@@ -29,6 +29,11 @@ Error = tuple[str, str]
 ALIAS_PATTERN = "[a-z0-9][a-z0-9_-]{0,63}"
 ENV_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"
 RESERVED_ALIAS_MESSAGE = f"alias `{RESERVED_AGENT_ALIAS}` is reserved and cannot be created"
+# Integer columns are 32-bit on every database Clawboard runs on; larger values must be refused
+# here, as a message, rather than fail at the database as a server error.
+MAX_INT = 2_147_483_647
+# Column widths of the string fields (agents_app.models.ModelProvider, Agent).
+MAX_LENGTHS: dict[str, int] = {"type": 32, "model": 200, "uri": 500, "api_key_env": 128, "workspace": 500}
 
 # Runtime-profile integers where 0 is meaningful (a default or "none") but a negative is not.
 _NON_NEGATIVE_RUNTIME_FIELDS: tuple[str, ...] = (
@@ -87,6 +92,19 @@ def validate_snapshot(snapshot: ConfigSnapshot) -> list[Error]:
         errors.extend(_validate_provider(snapshot, snapshot.providers[key]))
     errors.extend(_validate_delegate_globals(snapshot))
     return errors
+
+
+def _too_large(path: str, value: int | None) -> list[Error]:
+    if value is not None and value > MAX_INT:
+        return [(path, f"{path} must be at most {MAX_INT} (got {value})")]
+    return []
+
+
+def _too_long(path: str, name: str, text: str) -> list[Error]:
+    limit = MAX_LENGTHS[name]
+    if len(text) > limit:
+        return [(path, f"{path} is longer than {limit} characters")]
+    return []
 
 
 def _alias_error(path: str, alias: str) -> Error | None:
@@ -169,6 +187,7 @@ def _validate_agent(snapshot: ConfigSnapshot, a: str, agent: AgentSpec) -> list[
             errors.append((path, f"{path} is empty; remove it or name a configured agent"))
         elif name not in snapshot.agents:
             errors.append((path, f"{path} = {quote(name)} but agents.{name} is not configured"))
+    errors.extend(_too_long(f"{base}.workspace", "workspace", agent.workspace))
     return errors
 
 
@@ -208,6 +227,7 @@ def _validate_runtime_profile(r: str, spec: RuntimeProfileSpec) -> list[Error]:
         if value < 0:
             path = f"{base}.{name}"
             errors.append((path, f"{path} must not be negative (got {value})"))
+        errors.extend(_too_large(f"{base}.{name}", value))
     for name, global_name in _OPTIONAL_RUNTIME_TIMEOUTS:
         value = getattr(spec, name)
         if value is not None and value <= 0:
@@ -219,6 +239,7 @@ def _validate_runtime_profile(r: str, spec: RuntimeProfileSpec) -> list[Error]:
                     f"leave it unset to use delegate.{global_name}",
                 )
             )
+        errors.extend(_too_large(f"{base}.{name}", value))
     for name, low, high in _RANGED_RUNTIME_FIELDS:
         value = getattr(spec, name)
         if not low <= value <= high:
@@ -238,8 +259,19 @@ def _validate_provider(snapshot: ConfigSnapshot, spec: ProviderSpec) -> list[Err
         errors.append(
             (base, f"{base}: provider type {quote(spec.type)} is invalid; expected {ALIAS_PATTERN}")
         )
+    elif len(spec.type) > MAX_LENGTHS["type"]:
+        errors.append(
+            (
+                base,
+                f"{base}: provider type {quote(spec.type)} is longer than {MAX_LENGTHS['type']} characters",
+            )
+        )
     if (err := _alias_error(base, spec.alias)) is not None:
         errors.append(err)
+    for name in ("model", "uri", "api_key_env"):
+        errors.extend(_too_long(f"{base}.{name}", name, getattr(spec, name)))
+    errors.extend(_too_large(f"{base}.timeout_secs", spec.timeout_secs))
+    errors.extend(_too_large(f"{base}.max_tokens", spec.max_tokens))
 
     if spec.type != "scripted" and not spec.model.strip():
         path = f"{base}.model"
@@ -301,9 +333,11 @@ def _validate_provider(snapshot: ConfigSnapshot, spec: ProviderSpec) -> list[Err
 def _validate_delegate_globals(snapshot: ConfigSnapshot) -> list[Error]:
     errors: list[Error] = []
     for name in ("timeout_secs", "agentic_timeout_secs", "max_background", "max_concurrent_runs"):
-        if getattr(snapshot.delegate, name) <= 0:
-            path = f"delegate.{name}"
+        value = getattr(snapshot.delegate, name)
+        path = f"delegate.{name}"
+        if value <= 0:
             errors.append((path, f"{path} must be greater than 0"))
+        errors.extend(_too_large(path, value))
     return errors
 
 

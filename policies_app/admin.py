@@ -14,6 +14,7 @@ from policies_app.models import DelegateSettings, RiskProfile, RuntimeProfile, T
 class RiskProfileAdmin(ConfigAdmin):
     list_display = ("alias", "level", "delegation_mode", "workspace_only", "deny_all_tools")
     search_fields = ("alias",)
+    section = "risk_profiles"
     mutator = staticmethod(replace_entry("risk_profiles"))
     key_of = staticmethod(lambda obj: obj.alias)
 
@@ -22,6 +23,7 @@ class RiskProfileAdmin(ConfigAdmin):
 class RuntimeProfileAdmin(ConfigAdmin):
     list_display = ("alias", "agentic", "max_tool_iterations", "max_actions_per_hour", "max_spawn_depth")
     search_fields = ("alias",)
+    section = "runtime_profiles"
     mutator = staticmethod(replace_entry("runtime_profiles"))
     key_of = staticmethod(lambda obj: obj.alias)
 
@@ -39,6 +41,7 @@ class DelegateSettingsAdmin(ConfigAdmin):
         "max_background",
         "max_concurrent_runs",
     )
+    section = "delegate"
     mutator = staticmethod(_mutate_delegate)
     key_of = staticmethod(lambda obj: "delegate")
 

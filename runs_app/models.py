@@ -93,7 +93,10 @@ class Run(models.Model):
     continued_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continuations"
     )
-    steer_messages = models.JSONField(default=list, blank=True)
+    # Started through REST on behalf of the parent: the parent's conversation is not changed.
+    via_api = models.BooleanField(default=False)
+    # Held back by [delegate].max_concurrent_runs; retried when a slot frees.
+    deferred = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -205,7 +208,8 @@ class Announce(models.Model):
 
     child = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="announce")
     parent = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="announces")
-    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    text = models.TextField()
+    delivered = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -245,3 +249,21 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Steer(models.Model):
+    """An operator message waiting to be injected before the run's next model turn."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steers")
+    text = models.TextField()
+    delivered = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"steer {self.pk} of {self.run_id}"

@@ -12,3 +12,17 @@ def _data_dir(settings: pytest.FixtureRequest, tmp_path: Path) -> Path:
     data_dir.mkdir()
     settings.DATA_DIR = data_dir  # type: ignore[attr-defined]
     return data_dir
+
+
+_worker = None
+
+
+@pytest.fixture
+def worker(transactional_db: None) -> object:
+    """A real Celery worker (threads pool, memory:// broker) in this process, shared by tests."""
+    global _worker
+    from zeroclaw_site.embedded import EmbeddedWorkerThread
+
+    if _worker is None:
+        _worker = EmbeddedWorkerThread(concurrency=2).start()
+    return _worker

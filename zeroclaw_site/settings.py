@@ -130,7 +130,7 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Celery: memory:// broker with an in-process worker (embedded) or Redis (scale-out).
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="memory://")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="memory://localhost/")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

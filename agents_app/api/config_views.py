@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+import re
+from typing import Any, ClassVar
 
-from django.http import HttpResponse
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ParseError
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.exceptions import NotFound
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app.api.errors import ConfigInvalid
+from agents_app.api.parsers import JSONParser, TomlParser, TomlRenderer
 from agents_app.api.permissions import ReadViewerWriteAdmin
 from agents_app.config_io import (
     ConfigParseError,
@@ -33,7 +35,15 @@ from agents_app.representation import entry_to_document_body, entry_to_json
 from agents_app.selectors import config_revision_list, config_snapshot_get
 from agents_app.services import ConfigValidationError, config_replace, config_revision_restore
 from agents_app.snapshot import ALIAS_RE, ConfigSnapshot
-from agents_app.validation import delete_agent, delete_agent_plan, rename_agent, validate_new_agent_alias
+from agents_app.validation import (
+    delete_agent,
+    delete_agent_plan,
+    rename_agent,
+    validate_new_agent_alias,
+    validate_snapshot,
+)
+
+Error = tuple[str, str]
 
 KIND_LABEL = {
     "agents": "agent",
@@ -41,16 +51,10 @@ KIND_LABEL = {
     "runtime_profiles": "runtime profile",
     "providers": "model provider",
 }
-
-
-class TomlParser(BaseParser):
-    media_type = "application/toml"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            return str(stream.read().decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ParseError("the TOML body is not valid UTF-8") from exc
+# config_io words an unmodeled key as a warning (a ZeroClaw file imports as it is); through
+# CRUD the body is Clawboard's own shape, so an unknown field there is a mistake.
+_UNKNOWN_WARNING = re.compile(r'^skipped unknown (?:field|key) (".*")$')
+_OBJECT_LIST: dict[str, Any] = {"type": "array", "items": {"type": "object", "additionalProperties": True}}
 
 
 def _bool_param(request: Request, name: str) -> bool:
@@ -73,13 +77,29 @@ def _doc_set(doc: dict[str, Any], kind: str, key: str, body: dict[str, Any] | No
         section[key] = body
 
 
+def _unknown_field_errors(warnings: list[str]) -> list[Error]:
+    errors: list[Error] = []
+    for warning in warnings:
+        found = _UNKNOWN_WARNING.match(warning)
+        if found is None:
+            errors.append(("", warning))
+            continue
+        path = str(json.loads(found.group(1)))
+        errors.append((path, f"{path} is not a known field"))
+    return errors
+
+
 def _rebuild(doc: dict[str, Any]) -> ConfigSnapshot:
+    """The snapshot of `doc`, or every shape, unknown-field and §2.5 error of it at once."""
     try:
         result = document_to_snapshot(doc)
     except ConfigShapeError as exc:
         raise ConfigInvalid(list(exc.errors)) from exc
-    if result.warnings:  # through REST an unknown field is a mistake, not a ZeroClaw leftover
-        raise ConfigInvalid([("", w) for w in result.warnings])
+    except ConfigParseError as exc:
+        raise ConfigInvalid([("", str(exc))]) from exc
+    errors = _unknown_field_errors(result.warnings) + validate_snapshot(result.snapshot)
+    if errors:
+        raise ConfigInvalid(errors)
     return result.snapshot
 
 
@@ -90,9 +110,27 @@ def _save(snapshot: ConfigSnapshot, request: Request, summary: str) -> None:
         raise ConfigInvalid(exc.errors) from exc
 
 
-def _key_from_body(kind: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+def _object_body(request: Request) -> dict[str, Any]:
+    body = request.data
+    if not isinstance(body, dict):
+        raise ConfigInvalid([("", "the body must be a JSON object")])
+    return dict(body)
+
+
+def _merge_patch(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """PATCH semantics: nested tables (pricing, delegation_policy) merge; other values replace."""
+    merged = dict(current)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge_patch(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _key_from_body(kind: str, body: dict[str, Any]) -> tuple[str, list[Error]]:
     alias = body.get("alias")
-    errors: list[tuple[str, str]] = []
+    errors: list[Error] = []
     if not isinstance(alias, str) or not ALIAS_RE.match(alias):
         errors.append(("alias", "alias must match [a-z0-9][a-z0-9_-]{0,63}"))
         alias = ""
@@ -105,26 +143,56 @@ def _key_from_body(kind: str, body: dict[str, Any]) -> tuple[str, list[tuple[str
     return f"{ptype}.{alias}", errors
 
 
+class _EntrySchema(AutoSchema):
+    """One operation id and tag per configuration kind (the views are shared by four kinds)."""
+
+    actions: ClassVar[dict[str, str]] = {}
+
+    def _kind(self) -> str:
+        return str(getattr(self.view, "kind", "entries"))
+
+    def get_operation_id(self) -> str:
+        return f"{self._kind()}_{self.actions[self.method.upper()]}"
+
+    def get_tags(self) -> list[str]:
+        return [self._kind().replace("_", "-")]
+
+
+class _ListSchema(_EntrySchema):
+    actions: ClassVar[dict[str, str]] = {"GET": "list", "POST": "create"}
+
+
+class _DetailSchema(_EntrySchema):
+    actions: ClassVar[dict[str, str]] = {
+        "GET": "retrieve",
+        "PUT": "update",
+        "PATCH": "partial_update",
+        "DELETE": "destroy",
+    }
+
+
 class ConfigListApi(APIView):
     permission_classes = [ReadViewerWriteAdmin]
+    parser_classes = [JSONParser]
+    schema = _ListSchema()
     kind = "agents"
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses={200: _OBJECT_LIST})
     def get(self, request: Request) -> Response:
         snap = config_snapshot_get()
         return Response([entry_to_json(s) for s in getattr(snap, self.kind).values()])
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
-        body = request.data
-        if not isinstance(body, dict):
-            raise ConfigInvalid([("", "the body must be a JSON object")])
+        body = _object_body(request)
         key, errors = _key_from_body(self.kind, body)
-        if self.kind == "agents" and body.get("alias") == "default":
-            errors.append(("alias", validate_new_agent_alias("default") or ""))
+        if self.kind == "agents" and isinstance(body.get("alias"), str):
+            reserved = validate_new_agent_alias(body["alias"])
+            if reserved:
+                errors.append(("alias", reserved))
         snap = config_snapshot_get()
         if key in getattr(snap, self.kind):
-            errors.append(("alias", f"{KIND_LABEL[self.kind]} {key!s} already exists"))
+            errors.append(("alias", f"{KIND_LABEL[self.kind]} {key} already exists"))
         if errors:
             raise ConfigInvalid(errors)
         doc = snapshot_to_document(snap)
@@ -136,6 +204,8 @@ class ConfigListApi(APIView):
 
 class ConfigDetailApi(APIView):
     permission_classes = [ReadViewerWriteAdmin]
+    parser_classes = [JSONParser]
+    schema = _DetailSchema()
     kind = "agents"
 
     def _get(self, snap: ConfigSnapshot, key: str) -> Any:
@@ -151,10 +221,8 @@ class ConfigDetailApi(APIView):
     def _update(self, request: Request, key: str, *, partial: bool) -> Response:
         snap = config_snapshot_get()
         current = entry_to_json(self._get(snap, key))
-        body = request.data
-        if not isinstance(body, dict):
-            raise ConfigInvalid([("", "the body must be a JSON object")])
-        merged = {**current, **body} if partial else {**body}
+        body = _object_body(request)
+        merged = _merge_patch(current, body) if partial else body
         merged.setdefault("alias", current["alias"])
         if self.kind == "providers":
             merged.setdefault("type", current["type"])
@@ -162,12 +230,17 @@ class ConfigDetailApi(APIView):
         if errors:
             raise ConfigInvalid(errors)
         if new_key != key:
-            if self.kind == "agents" and merged["alias"] == "default":
-                raise ConfigInvalid([("alias", validate_new_agent_alias("default") or "")])
+            if self.kind == "agents":
+                reserved = validate_new_agent_alias(new_key)
+                if reserved:
+                    raise ConfigInvalid([("alias", reserved)])
             if new_key in getattr(snap, self.kind):
                 raise ConfigInvalid([("alias", f"{KIND_LABEL[self.kind]} {new_key} already exists")])
             if self.kind == "agents":
+                # Renaming rewrites every reference (SPEC §2.5), the agent's own ones included.
                 snap = rename_agent(snap, key, new_key)
+                if partial:
+                    merged = _merge_patch(entry_to_json(snap.agents[new_key]), body)
         doc = snapshot_to_document(snap)
         _doc_set(doc, self.kind, key, None)
         _doc_set(doc, self.kind, new_key, entry_to_document_body(merged, self.kind))
@@ -198,16 +271,10 @@ class ConfigDetailApi(APIView):
             remaining = {k: v for k, v in getattr(snap, self.kind).items() if k != key}
             new = dataclasses.replace(snap, **{self.kind: remaining})  # type: ignore[arg-type]
         if _bool_param(request, "dry_run"):
-            errors = [{"field": f, "message": m} for f, m in _validation_errors(new)]
+            errors = [{"field": f, "message": m} for f, m in validate_snapshot(new)]
             return Response({"dry_run": True, "plan": plan, "errors": errors})
         _save(new, request, f"delete {self.kind}.{key}")
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def _validation_errors(snap: ConfigSnapshot) -> list[tuple[str, str]]:
-    from agents_app.validation import validate_snapshot
-
-    return validate_snapshot(snap)
 
 
 class ConfigApi(APIView):
@@ -216,21 +283,26 @@ class ConfigApi(APIView):
 
     permission_classes = [ReadViewerWriteAdmin]
     parser_classes = [JSONParser, TomlParser]
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer, TomlRenderer]
 
     @extend_schema(
+        operation_id="config_export",
+        tags=["config"],
         parameters=[OpenApiParameter("format", str, enum=["toml", "json"])],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "application/toml"): OpenApiTypes.STR,
+        },
     )
-    def get(self, request: Request) -> Response | HttpResponse:
+    def get(self, request: Request) -> Response:
         snap = config_snapshot_get()
-        wants_toml = request.query_params.get(
-            "format"
-        ) == "toml" or "application/toml" in request.headers.get("Accept", "")
-        if wants_toml:
-            return HttpResponse(export_toml(snap), content_type="application/toml; charset=utf-8")
+        if getattr(request.accepted_renderer, "format", "") == "toml":
+            return Response(export_toml(snap))
         return Response(snapshot_to_document(snap))
 
     @extend_schema(
+        operation_id="config_import",
+        tags=["config"],
         request={"application/toml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
         parameters=[OpenApiParameter("dry_run", bool)],
         responses={200: OpenApiTypes.OBJECT},
@@ -250,7 +322,7 @@ class ConfigApi(APIView):
             raise ConfigInvalid(list(exc.errors)) from exc
         old = config_snapshot_get()
         new = result.snapshot
-        errors = _validation_errors(new)
+        errors = validate_snapshot(new)
         if errors:
             raise ConfigInvalid(errors)
         body: dict[str, Any] = {
@@ -260,7 +332,10 @@ class ConfigApi(APIView):
             "diff": diff_snapshots(old, new),
         }
         if not body["dry_run"]:
-            revision = config_replace(snapshot=new, user=request.user, summary="import")
+            try:
+                revision = config_replace(snapshot=new, user=request.user, summary="import")
+            except ConfigValidationError as exc:
+                raise ConfigInvalid(exc.errors) from exc
             body["revision"] = revision.pk if revision else None
         return Response(body)
 
@@ -281,7 +356,7 @@ def _revision_json(rev: ConfigRevision, *, full: bool = False) -> dict[str, Any]
 class ConfigRevisionListApi(APIView):
     permission_classes = [ReadViewerWriteAdmin]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="config_revisions_list", tags=["config"], responses={200: _OBJECT_LIST})
     def get(self, request: Request) -> Response:
         return Response([_revision_json(r) for r in config_revision_list()])
 
@@ -289,7 +364,7 @@ class ConfigRevisionListApi(APIView):
 class ConfigRevisionDetailApi(APIView):
     permission_classes = [ReadViewerWriteAdmin]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="config_revisions_retrieve", tags=["config"], responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, pk: int) -> Response:
         rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
         if rev is None:
@@ -300,7 +375,9 @@ class ConfigRevisionDetailApi(APIView):
 class ConfigRevisionRestoreApi(APIView):
     permission_classes = [ReadViewerWriteAdmin]
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="config_revisions_restore", tags=["config"], request=None, responses=OpenApiTypes.OBJECT
+    )
     def post(self, request: Request, pk: int) -> Response:
         rev = ConfigRevision.objects.filter(pk=pk).first()
         if rev is None:

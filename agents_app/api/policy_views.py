@@ -12,13 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents_app.api.parsers import JSONParser
 from agents_app.policy_check import agent_tools, policy_check
 from agents_app.reachability import reachable
 from agents_app.selectors import config_snapshot_get
 
 
 class AgentRosterApi(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="agents_roster", tags=["agents"], responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, alias: str) -> Response:
         snap = config_snapshot_get()
         if alias not in snap.agents:
@@ -27,7 +28,7 @@ class AgentRosterApi(APIView):
 
 
 class AgentToolsApi(APIView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="agents_tools", tags=["agents"], responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, alias: str) -> Response:
         snap = config_snapshot_get()
         if alias not in snap.agents:
@@ -36,6 +37,8 @@ class AgentToolsApi(APIView):
 
 
 class PolicyCheckApi(APIView):
+    parser_classes = [JSONParser]
+
     class InputSerializer(serializers.Serializer):
         caller = serializers.CharField(max_length=64)
         target = serializers.CharField(max_length=64)
@@ -43,7 +46,9 @@ class PolicyCheckApi(APIView):
         depth = serializers.IntegerField(min_value=0, max_value=100, required=False, default=0)
         background = serializers.BooleanField(required=False, default=False)
 
-    @extend_schema(request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="policy_check", tags=["policy"], request=InputSerializer, responses=OpenApiTypes.OBJECT
+    )
     def post(self, request: Request) -> Response:
         data: dict[str, Any] = dict(self.InputSerializer(data=request.data).run_validation(request.data))
         snap = config_snapshot_get()

@@ -1,0 +1,129 @@
+"""Creating runs: top-level runs and the children of spawn_subagent and delegate."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from agents_app.snapshot import AgentSpec
+from runs_app import events
+from runs_app.engine.frozen import FrozenPolicy
+from runs_app.engine.settle import enqueue
+from runs_app.models import Message, Run, ToolCall
+
+SESSION_PREFIX = {
+    Run.Kind.TOP_LEVEL: "run",
+    Run.Kind.CRON: "cron",
+    Run.Kind.SUBAGENT: "subagent",
+    Run.Kind.DELEGATE: "delegate",
+}
+
+
+def agent_workspace(agent: AgentSpec) -> str:
+    if agent.workspace:
+        return str(Path(agent.workspace).expanduser())
+    return str(Path(settings.DATA_DIR) / "agents" / agent.alias / "workspace")
+
+
+def task_prompt(prompt: str, context: str) -> str:
+    if context.strip():
+        return f"[Context]\n{context}\n\n[Task]\n{prompt}"
+    return prompt
+
+
+def create_run(
+    *,
+    agent: str,
+    kind: str,
+    prompt: str,
+    policy: FrozenPolicy,
+    tools: list[str] | tuple[str, ...],
+    tracker_key: str,
+    workspace: str,
+    memory_agent: str,
+    system_prompt: str,
+    parent: Run | None = None,
+    parent_call: ToolCall | None = None,
+    context: str = "",
+    mode: str = "",
+    execution: str = Run.Execution.SYNC,
+    depth: int = 0,
+    spawn_depth: int = 0,
+    task_name: str = "",
+    label: str = "",
+    agentic: bool = True,
+    timeout_secs: int | None = None,
+    created_by: Any = None,
+    idempotency_key: str | None = None,
+    via_api: bool = False,
+    history: list[Message] | None = None,
+    continued_from: Run | None = None,
+    first_message: str | None = None,
+) -> Run:
+    """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit."""
+    run_id = uuid.uuid4()
+    now = timezone.now()
+    run = Run(
+        id=run_id,
+        parent=parent,
+        root_id=parent.root_id if parent else run_id,
+        parent_call=parent_call,
+        agent=agent,
+        kind=kind,
+        mode=mode,
+        execution=execution,
+        depth=depth,
+        spawn_depth=spawn_depth,
+        session_key=f"{SESSION_PREFIX[Run.Kind(kind)]}-{run_id}",
+        task_name=task_name,
+        label=label,
+        prompt=prompt,
+        context=context,
+        policy=policy.to_json(),
+        tools=list(tools),
+        tracker_key=tracker_key,
+        workspace=workspace,
+        memory_agent=memory_agent,
+        results_dir=str(Path(workspace) / "delegate_results"),
+        provider_ref=policy.provider.ref,
+        provider_requested=policy.provider.ref,
+        model=policy.provider.model,
+        system_prompt=system_prompt,
+        agentic=agentic,
+        timeout_secs=timeout_secs,
+        deadline=now + timedelta(seconds=timeout_secs) if timeout_secs else None,
+        created_by=created_by if getattr(created_by, "is_authenticated", False) else None,
+        idempotency_key=idempotency_key,
+        via_api=via_api,
+        continued_from=continued_from,
+    )
+    run.save(force_insert=True)
+    rows: list[Message] = []
+    if system_prompt:
+        rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
+    for old in history or []:
+        if old.role in ("user", "assistant") and not old.tool_calls:
+            rows.append(Message(run=run, seq=len(rows), role=old.role, content=old.content))
+    rows.append(
+        Message(run=run, seq=len(rows), role="user", content=first_message or task_prompt(prompt, context))
+    )
+    Message.objects.bulk_create(rows)
+    events.emit(
+        run,
+        "run.queued",
+        {
+            "agent": agent,
+            "kind": kind,
+            "mode": mode,
+            "execution": execution,
+            "parent_id": str(parent.pk) if parent else None,
+            "prompt": prompt[:500],
+        },
+    )
+    enqueue(run.pk)
+    return run

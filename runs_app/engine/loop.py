@@ -1,0 +1,447 @@
+"""One step of a resumable run (ENGINE.md): claim, then model turns until the run finishes
+or must wait. A run that waits (children, approval, sessions_yield, await) holds no worker:
+its task ends, and settling what it waits on queues it again."""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agents_app.models import Agent
+from policies_app.models import DelegateSettings
+from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
+from policies_app.tracker import BudgetExhausted, tracker_record_action, tracker_record_cost
+from runs_app import events
+from runs_app.engine import heartbeat, store
+from runs_app.engine import messages as msg
+from runs_app.engine.frozen import FrozenPolicy
+from runs_app.engine.providers import (
+    AllProvidersFailed,
+    ChatMessage,
+    ChatRequest,
+    ModelReply,
+    ProviderError,
+    build_provider,
+    cost_cents,
+)
+from runs_app.engine.settle import complete_call, kick_queue, run_finish
+from runs_app.engine.tools import files, memory, shell
+from runs_app.engine.tools.base import LocalToolContext, ToolResult
+from runs_app.engine.tools.registry import DEDUP_EXEMPT, LOCAL_TOOLS, tool_specs
+from runs_app.models import Announce, Approval, Run, Steer, ToolCall
+
+log = logging.getLogger(__name__)
+
+INVALID_COMPLETION = "model provider returned an invalid semantic completion."
+
+
+def advance_run(run_id: Any) -> None:
+    run = claim(run_id)
+    if run is None:
+        return
+    heartbeat.hold(run.pk)
+    try:
+        Stepper(run).drive()
+    except Exception as exc:
+        log.exception("run %s crashed", run_id)
+        store.forget(run_id)
+        run_finish(run_id, status=Run.Status.FAILED, error=f"internal error: {exc.__class__.__name__}: {exc}")
+    finally:
+        heartbeat.release(run.pk)
+
+
+def claim(run_id: Any) -> Run | None:
+    """Take a queued run (conditional UPDATE: a duplicated task message claims nothing)."""
+    with transaction.atomic():
+        settings_row, _ = DelegateSettings.objects.get_or_create(pk=1)
+        # Serialise claims on PostgreSQL; SQLite's IMMEDIATE transactions already do.
+        DelegateSettings.objects.select_for_update().filter(pk=1).first()
+        if Run.objects.filter(status=Run.Status.RUNNING).count() >= settings_row.max_concurrent_runs:
+            Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True)
+            return None
+        now = timezone.now()
+        if not Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.RUNNING,
+            owner=heartbeat.WORKER_ID,
+            heartbeat_at=now,
+            started_at=Coalesce(F("started_at"), now),
+            deferred=False,
+        ):
+            return None
+        run = Run.objects.get(pk=run_id)
+        events.emit(run, "run.started", {"owner": heartbeat.WORKER_ID})
+    return run
+
+
+class Stopped(Exception):
+    """The run left `running` under us (cancelled, timed out, lost): stop quietly."""
+
+
+class Stepper:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.policy = FrozenPolicy.from_json(run.policy)
+        self.transcript = store.load(run.pk)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def drive(self) -> None:
+        try:
+            while self.step():
+                pass
+        except Stopped:
+            store.forget(self.run.pk)
+
+    def step(self) -> bool:
+        """Advance one model turn. False when the run finished or must wait."""
+        run = self.run
+        status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        if status != Run.Status.RUNNING:
+            raise Stopped
+        if self._last_turn_has_calls():
+            if not self._fold_tool_results():
+                return False
+        self._deliver_inbox()
+        runtime = self.policy.runtime
+        if run.turns >= runtime.effective_max_tool_iterations:
+            return self._finish(
+                Run.Status.FAILED, error=msg.max_iterations(runtime.effective_max_tool_iterations)
+            )
+        if run.deadline and timezone.now() >= run.deadline:
+            return self._finish(Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s")
+        budget = runtime.max_output_tokens
+        if budget:
+            used = Run.objects.filter(root_id=run.root_id).aggregate(s=Sum("output_tokens"))["s"] or 0
+            if used >= budget:
+                return self._finish(Run.Status.FAILED, error=msg.output_budget(used, budget))
+
+        reply = self._call_model()
+        if reply is None:
+            return False
+        if not reply.tool_calls:
+            return self._finish(Run.Status.COMPLETED, output=reply.text)
+        return self._handle_tool_calls(reply)
+
+    def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
+        store.forget(self.run.pk)
+        run_finish(self.run.pk, status=status, output=output, error=error, owner=heartbeat.WORKER_ID)
+        return False
+
+    # -- the model --------------------------------------------------------------------------
+    def _provider(self) -> Any:
+        t = self.transcript
+        if t.provider is None or t.provider_ref != self.run.provider_ref:
+            spec = self.policy.chain.get(self.run.provider_ref, self.policy.provider)
+            t.provider = build_provider(spec, self.policy.chain)
+            t.provider_ref = spec.ref
+        return t.provider
+
+    def _tool_results(self) -> list[str]:
+        msgs = self.transcript.messages
+        last_assistant = max((i for i, m in enumerate(msgs) if m.role == "assistant"), default=-1)
+        return [m.content for m in msgs[last_assistant + 1 :] if m.role == "tool"]
+
+    def _call_model(self) -> ModelReply | None:
+        run = self.run
+        with transaction.atomic():
+            events.emit(run, "model.request", {"turn": run.turns, "provider": run.provider_ref})
+        request = ChatRequest(
+            messages=list(self.transcript.messages),
+            tools=tool_specs(run.tools) if run.agentic else [],
+            agent=run.agent,
+            prompt=run.prompt,
+            turn_index=run.turns,
+            tool_results=self._tool_results(),
+        )
+        try:
+            reply: ModelReply = self._provider().complete(request)
+        except AllProvidersFailed as exc:
+            self._finish(Run.Status.FAILED, error=INVALID_COMPLETION if exc.invalid_completion else str(exc))
+            return None
+        except ProviderError as exc:
+            self._finish(Run.Status.FAILED, error=str(exc))
+            return None
+        if not run.agentic:
+            reply.tool_calls = []
+        spec = self.policy.chain.get(reply.provider_ref, self.policy.provider)
+        cost = cost_cents(spec, reply.usage)
+        with transaction.atomic():
+            if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
+                turns=F("turns") + 1,
+                input_tokens=F("input_tokens") + reply.usage.input_tokens,
+                output_tokens=F("output_tokens") + reply.usage.output_tokens,
+                cost_cents=F("cost_cents") + cost,
+                provider_served=reply.provider_ref,
+                model=reply.model,
+                heartbeat_at=timezone.now(),
+            ):
+                raise Stopped
+            store.append(
+                run.pk, self.transcript, ChatMessage("assistant", reply.text, list(reply.tool_calls))
+            )
+            events.emit(
+                run,
+                "model.response",
+                {
+                    "turn": run.turns,
+                    "text": reply.text[:2000],
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                    ],
+                    "usage": {"input": reply.usage.input_tokens, "output": reply.usage.output_tokens},
+                    "cost_cents": cost,
+                    "provider": reply.provider_ref,
+                    "model": reply.model,
+                },
+            )
+            if cost:
+                tracker_record_cost(key=run.tracker_key, cents=cost)
+        run.turns += 1
+        run.input_tokens += reply.usage.input_tokens
+        run.output_tokens += reply.usage.output_tokens
+        run.cost_cents += cost
+        run.provider_served, run.model = reply.provider_ref, reply.model
+        return reply
+
+    # -- tool calls -------------------------------------------------------------------------
+    def _handle_tool_calls(self, reply: ModelReply) -> bool:
+        run, risk = self.run, self.policy.risk
+        turn = run.turns - 1
+        exempt = DEDUP_EXEMPT | set(self.policy.runtime.tool_call_dedup_exempt)
+        seen: set[tuple[str, str]] = set()
+        rows: list[ToolCall] = []
+        immediate: dict[int, ToolResult] = {}
+        for i, call in enumerate(reply.tool_calls):
+            row = ToolCall(
+                run=run, turn=turn, position=i, call_id=call.id, name=call.name, arguments=call.arguments
+            )
+            key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
+            if call.name not in exempt and key in seen:
+                immediate[i] = ToolResult.fail(msg.duplicate_call(call.name))
+            elif call.name not in run.tools:
+                immediate[i] = ToolResult.fail(f"Tool '{call.name}' is not available to this agent")
+            elif needs_approval(risk, call.name):
+                row.wait_kind = "approval"
+            seen.add(key)
+            rows.append(row)
+        with transaction.atomic():
+            ToolCall.objects.bulk_create(rows)
+            if any(r.pk is None for r in rows):  # backends without RETURNING
+                by_pos = {c.position: c for c in ToolCall.objects.filter(run=run, turn=turn)}
+                rows = [by_pos[r.position] for r in rows]
+            for i, row in enumerate(rows):
+                events.emit(
+                    run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments}
+                )
+                if i in immediate:
+                    row.run = run
+                    self._complete(row, immediate[i])
+                elif row.wait_kind == "approval":
+                    approval = Approval.objects.create(tool_call=row, run=run)
+                    events.emit(
+                        run,
+                        "approval.requested",
+                        {"approval_id": approval.pk, "call_id": row.call_id, "name": row.name,
+                         "arguments": row.arguments},
+                    )  # fmt: skip
+        ready = [r for i, r in enumerate(rows) if i not in immediate and r.wait_kind != "approval"]
+        return self._execute(ready)
+
+    def _execute(self, rows: list[ToolCall]) -> bool:
+        """Run local tools (outside any transaction), then admit spawn/delegate calls and decide
+        whether the run waits. True when the run can go on to its next model turn."""
+        local = [r for r in rows if r.name in LOCAL_TOOLS]
+        results: dict[int, ToolResult] = {}
+        if len(local) > 1 and self.policy.runtime.parallel_tools:
+            with ThreadPoolExecutor(max_workers=min(8, len(local))) as pool:
+                for row, res in zip(local, pool.map(self._run_local_in_thread, local), strict=True):
+                    results[row.pk] = res
+        else:
+            for row in local:
+                results[row.pk] = self._run_local(row)
+        with transaction.atomic():
+            for row in local:
+                row.run = self.run
+                self._complete(row, results[row.pk])
+            for row in rows:
+                if row.name not in LOCAL_TOOLS:
+                    row.run = self.run
+                    self._orchestrate(row)
+            return self._wait_or_continue()
+
+    def _complete(self, row: ToolCall, result: ToolResult) -> None:
+        complete_call(row, result.as_dict())
+
+    def _wait_or_continue(self) -> bool:
+        run = self.run
+        pending = ToolCall.objects.filter(run=run, status=ToolCall.Status.PENDING).aggregate(
+            n=Count("pk"), approvals=Count("pk", filter=Q(wait_kind="approval"))
+        )
+        if not pending["n"]:
+            return True
+        status = Run.Status.AWAITING_APPROVAL if pending["approvals"] else Run.Status.WAITING
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
+            status=status, owner=""
+        ):
+            raise Stopped
+        events.emit(run, "run.waiting", {"status": status, "pending": pending["n"]})
+        store.keep(run.pk, self.transcript)
+        kick_queue()
+        return False
+
+    def _orchestrate(self, row: ToolCall) -> None:
+        from runs_app.engine.spawn import spawn_subagent
+
+        run = self.run
+        if row.name == "spawn_subagent":
+            adm = spawn_subagent(parent=run, args=row.arguments, parent_call=row)
+        elif row.name == "delegate":
+            from runs_app.engine.delegate import delegate_tool
+
+            adm = delegate_tool(caller=run, args=row.arguments, parent_call=row)
+        elif row.name == "sessions_yield":
+            ToolCall.objects.filter(pk=row.pk).update(wait_kind="yield")
+            row.wait_kind = "yield"
+            from runs_app.engine.settle import _wake_waiters
+
+            _wake_waiters(run)
+            return
+        else:
+            self._complete(row, ToolResult.fail(f"Unknown tool '{row.name}'"))
+            return
+        if adm.result is not None:
+            self._complete(row, adm.result)
+        elif adm.wait_kind:
+            ToolCall.objects.filter(pk=row.pk).update(wait_kind=adm.wait_kind, deadline=adm.deadline)
+        else:
+            ToolCall.objects.filter(pk=row.pk).update(wait_kind="children")
+
+    # -- local tools ------------------------------------------------------------------------
+    def _run_local_in_thread(self, row: ToolCall) -> ToolResult:
+        try:
+            return self._run_local(row)
+        finally:
+            connection.close()
+
+    def _run_local(self, row: ToolCall) -> ToolResult:
+        run, risk, runtime = self.run, self.policy.risk, self.policy.runtime
+        name, args = row.name, row.arguments if isinstance(row.arguments, dict) else {}
+        if name in ACTING_TOOLS:
+            if risk.level == "readonly":
+                return ToolResult.fail(readonly_refusal(name))
+            try:
+                tracker_record_action(key=run.tracker_key, max_actions_per_hour=runtime.max_actions_per_hour)
+            except BudgetExhausted as exc:
+                return ToolResult.fail(exc.message)
+        try:
+            return self._dispatch_local(name, args)
+        except Exception as exc:  # a tool bug must not kill the run
+            log.exception("tool %s failed", name)
+            return ToolResult.fail(f"Tool '{name}' failed: {exc.__class__.__name__}")
+
+    def _dispatch_local(self, name: str, args: dict[str, Any]) -> ToolResult:
+        run = self.run
+        if name in ("file_read", "file_write", "file_list", "shell"):
+            import os
+
+            Path(run.workspace).mkdir(parents=True, exist_ok=True)
+            ctx = LocalToolContext(
+                risk=self.policy.risk,
+                runtime=self.policy.runtime,
+                workspace=Path(run.workspace),
+                env=dict(os.environ),
+            )
+            fn = {"file_read": files.file_read, "file_write": files.file_write, "file_list": files.file_list,
+                  "shell": shell.shell}[name]  # fmt: skip
+            return fn(ctx, args)
+        if name == "memory_store":
+            return memory.memory_store(agent=run.memory_agent, run_id=run.pk, args=args)
+        if name == "memory_recall":
+            agent = Agent.objects.filter(alias=run.memory_agent).first()
+            readable = list(agent.read_memory_from) if agent else []
+            return memory.memory_recall(agent=run.memory_agent, readable=readable, args=args)
+        if name == "model_switch":
+            return self._model_switch(args)
+        return ToolResult.fail(f"Unknown tool '{name}'")
+
+    def _model_switch(self, args: dict[str, Any]) -> ToolResult:
+        from agents_app.models import ModelProvider
+        from runs_app.engine.frozen import provider_chain
+
+        ref = args.get("model_provider")
+        if not isinstance(ref, str) or "." not in ref:
+            return ToolResult.fail("'model_provider' must be dotted form <type>.<alias>")
+        ptype, _, alias = ref.partition(".")
+        row = ModelProvider.objects.filter(type=ptype, alias=alias).first()
+        if row is None:
+            return ToolResult.fail(f"Unknown model provider '{ref}'")
+        from agents_app.selectors import config_snapshot_get
+
+        chain = provider_chain(config_snapshot_get(), row.to_spec())
+        policy = FrozenPolicy(
+            risk=self.policy.risk, runtime=self.policy.runtime, provider=row.to_spec(), chain=chain
+        )
+        Run.objects.filter(pk=self.run.pk).update(policy=policy.to_json(), provider_ref=ref)
+        self.policy = policy
+        self.run.policy = policy.to_json()
+        self.run.provider_ref = ref
+        return ToolResult.ok(f"Switched to model provider '{ref}' ({row.model or row.type}).")
+
+    # -- resuming -----------------------------------------------------------------------------
+    def _last_turn_has_calls(self) -> bool:
+        msgs = self.transcript.messages
+        last = next((m for m in reversed(msgs) if m.role != "user"), None)
+        return last is not None and last.role == "assistant" and bool(last.tool_calls)
+
+    def _fold_tool_results(self) -> bool:
+        """Turn the finished tool calls of the last turn into tool messages. False = must wait."""
+        run = self.run
+        calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).select_related("approval"))
+        approved = [
+            c for c in calls
+            if c.status == ToolCall.Status.PENDING and c.wait_kind == "approval"
+            and getattr(c, "approval", None) is not None and c.approval.status == Approval.Status.APPROVED
+        ]  # fmt: skip
+        if approved:
+            for c in approved:
+                ToolCall.objects.filter(pk=c.pk).update(wait_kind="")
+                c.wait_kind = ""
+            if not self._execute(approved):
+                return False
+            calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1))
+        if any(c.status == ToolCall.Status.PENDING for c in calls):
+            with transaction.atomic():
+                return self._wait_or_continue()
+        with transaction.atomic():
+            for c in sorted(calls, key=lambda c: c.position):
+                result = c.result or {}
+                content = (
+                    result.get("output", "") if result.get("success") else f"Error: {result.get('error')}"
+                )
+                store.append(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))
+        return True
+
+    def _deliver_inbox(self) -> None:
+        run = self.run
+        steers = list(Steer.objects.filter(run=run, delivered=False))
+        announces = list(Announce.objects.filter(parent=run, delivered=False).order_by("created_at", "pk"))
+        if not steers and not announces:
+            return
+        with transaction.atomic():
+            for a in announces:
+                store.append(run.pk, self.transcript, ChatMessage("user", a.text))
+            for s in steers:
+                store.append(run.pk, self.transcript, ChatMessage("user", s.text))
+            Announce.objects.filter(pk__in=[a.pk for a in announces]).update(delivered=True)
+            Steer.objects.filter(pk__in=[s.pk for s in steers]).update(delivered=True)
+
+
+def close_db_after_task() -> None:
+    close_old_connections()

@@ -1,0 +1,128 @@
+"""`spawn_subagent` (SPEC §5): the seven checks in the seed's order, then the child.
+
+The model's tool call and `POST /runs/{id}/spawn/` both come here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from agents_app.models import Agent
+from policies_app.policy import readonly_refusal, subagent_registry
+from policies_app.tracker import BudgetExhausted, tracker_record_action
+from runs_app.engine import messages as msg
+from runs_app.engine.children import create_run
+from runs_app.engine.frozen import FrozenPolicy
+from runs_app.engine.providers import ProviderError, build_provider
+from runs_app.engine.tools.base import ToolResult
+from runs_app.models import TERMINAL_STATUSES, Run, ToolCall
+
+
+@dataclass
+class Admission:
+    """Either a result now (a refusal, or a background acceptance), or a child to wait on."""
+
+    result: ToolResult | None = None
+    child: Run | None = None
+    code: str = "ok"  # ok | pending | accepted | invalid | policy | budget | not_found | error
+    children: list[Run] | None = None
+    wait_kind: str = ""  # for waits on something other than children (await_sessions)
+    deadline: datetime | None = None
+
+
+def refuse(error: str, code: str) -> Admission:
+    return Admission(result=ToolResult.fail(error), code=code)
+
+
+def _flag(args: dict[str, Any], name: str) -> bool:
+    value = args.get(name, False)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def spawn_subagent(
+    *,
+    parent: Run,
+    args: dict[str, Any],
+    parent_call: ToolCall | None,
+    via_api: bool = False,
+    user: Any = None,
+) -> Admission:
+    policy = FrozenPolicy.from_json(parent.policy)
+    runtime, risk = policy.runtime, policy.risk
+    prompt = args.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return refuse(msg.missing_prompt(), "invalid")
+    if parent.spawn_depth >= runtime.max_spawn_depth:
+        return refuse(msg.nesting_refusal(parent.spawn_depth, runtime.max_spawn_depth), "policy")
+    listed = not risk.allowed_tools or "spawn_subagent" in risk.allowed_tools
+    if not listed or "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools:
+        return refuse(msg.spawn_not_allowed(parent.agent), "policy")
+    active = (
+        Run.objects.filter(parent=parent, kind=Run.Kind.SUBAGENT)
+        .exclude(status__in=TERMINAL_STATUSES)
+        .count()
+    )
+    if active >= runtime.max_children_per_run:
+        return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
+    task_name = args.get("task_name") or ""
+    if not isinstance(task_name, str) or (
+        task_name and (not msg.TASK_NAME_RE.match(task_name) or task_name in ("last", "all"))
+    ):
+        return refuse(msg.invalid_task_name(str(task_name)), "invalid")
+    label = args.get("label") or ""
+    label = label if isinstance(label, str) else str(label)
+    fork = args.get("context") == "fork"
+    background = _flag(args, "background")
+    if risk.level == "readonly":
+        return refuse(readonly_refusal("spawn_subagent"), "policy")
+
+    with transaction.atomic():
+        try:
+            tracker_record_action(key=parent.tracker_key, max_actions_per_hour=runtime.max_actions_per_hour)
+        except BudgetExhausted as exc:
+            return refuse(exc.message, "budget")
+        build_error = _build_error(parent, policy)
+        if build_error:
+            transaction.set_rollback(True)  # refused calls consume nothing
+            return build_error
+        history = list(parent.messages.order_by("seq")) if fork else None
+        child = create_run(
+            agent=parent.agent,
+            kind=Run.Kind.SUBAGENT,
+            prompt=prompt,
+            policy=policy,
+            tools=subagent_registry(parent.tools, risk),
+            tracker_key=parent.tracker_key,
+            workspace=parent.workspace,
+            memory_agent=parent.memory_agent,
+            system_prompt=parent.system_prompt,
+            parent=parent,
+            parent_call=None if background else parent_call,
+            execution=Run.Execution.BACKGROUND if background else Run.Execution.SYNC,
+            depth=parent.depth,
+            spawn_depth=parent.spawn_depth + 1,
+            task_name=task_name,
+            label=label,
+            timeout_secs=runtime.subagent_timeout_secs or None,
+            created_by=user or parent.created_by,
+            via_api=via_api,
+            history=history,
+        )
+    if background:
+        accepted = {"status": "accepted", "run_id": str(child.pk), "session_key": child.session_key}
+        return Admission(result=ToolResult.ok(json.dumps(accepted)), child=child, code="accepted")
+    return Admission(child=child, code="pending")
+
+
+def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
+    if not Agent.objects.filter(alias=parent.agent).exists():
+        return refuse(f'subagent spawn failed: no agent configured under alias "{parent.agent}"', "not_found")
+    try:
+        build_provider(policy.provider, policy.chain)
+    except ProviderError as exc:
+        return refuse(f"subagent spawn failed: {exc}", "error")
+    return None

@@ -1,0 +1,79 @@
+"""The transcript of a run, kept in memory by the worker that holds the run.
+
+A worker appends to its in-memory copy and to the table; when the run comes back to the same
+process after a wait it loads only the messages written since (one small query), so the cost
+of a step does not grow with the length of the conversation or the number of earlier children."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs_app.engine.providers import ChatMessage, ToolCallRequest
+from runs_app.models import Message
+
+MAX_CACHED = 512
+
+
+@dataclass
+class Transcript:
+    messages: list[ChatMessage] = field(default_factory=list)
+    next_seq: int = 0
+    provider: Any = None  # the built provider, reused while the run stays in this process
+    provider_ref: str = ""
+
+
+_cache: OrderedDict[str, Transcript] = OrderedDict()
+_lock = threading.Lock()
+
+
+def to_chat(row: Message) -> ChatMessage:
+    return ChatMessage(
+        role=row.role,  # type: ignore[arg-type]
+        content=row.content,
+        tool_calls=[
+            ToolCallRequest(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in row.tool_calls
+        ],
+        tool_call_id=row.tool_call_id,
+    )
+
+
+def load(run_id: Any) -> Transcript:
+    key = str(run_id)
+    with _lock:
+        cached = _cache.pop(key, None)
+    transcript = cached or Transcript()
+    newer = Message.objects.filter(run_id=run_id, seq__gte=transcript.next_seq).order_by("seq")
+    for row in newer:
+        transcript.messages.append(to_chat(row))
+        transcript.next_seq = row.seq + 1
+    return transcript
+
+
+def keep(run_id: Any, transcript: Transcript) -> None:
+    with _lock:
+        _cache[str(run_id)] = transcript
+        while len(_cache) > MAX_CACHED:
+            _cache.popitem(last=False)
+
+
+def forget(run_id: Any) -> None:
+    with _lock:
+        _cache.pop(str(run_id), None)
+
+
+def append(run_id: Any, transcript: Transcript, message: ChatMessage) -> Message:
+    """Persist one message (inside the caller's transaction) and add it to the in-memory copy."""
+    row = Message.objects.create(
+        run_id=run_id,
+        seq=transcript.next_seq,
+        role=message.role,
+        content=message.content,
+        tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+    )
+    transcript.messages.append(message)
+    transcript.next_seq += 1
+    return row

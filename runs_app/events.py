@@ -1,0 +1,115 @@
+"""Events are facts first, messages second (SPEC §9).
+
+`emit` writes the event row inside the caller's transaction; publishing to the channel-layer
+group of the root run happens on commit. A subscriber that reconnects with its last seen id
+reads what it missed from the table, so a lost message never loses an event."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+from runs_app.models import Run, RunEvent
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPES: tuple[str, ...] = (
+    "run.queued",
+    "run.started",
+    "run.waiting",
+    "model.request",
+    "model.response",
+    "tool.call",
+    "tool.result",
+    "approval.requested",
+    "approval.decided",
+    "run.announce",
+    "run.steered",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+    "run.timed_out",
+    "run.lost",
+)
+
+# In-process listeners (await_sessions, REST `wait`): called after commit with each event.
+_listeners: list[Callable[[dict[str, Any]], None]] = []
+_listeners_lock = threading.Lock()
+# The event loop of the ASGI server in this process, for the in-memory channel layer,
+# whose queues must only be touched from their own loop.
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def group_name(root_id: Any) -> str:
+    return f"run-{root_id}"
+
+
+def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    global _server_loop
+    _server_loop = loop
+
+
+def add_listener(fn: Callable[[dict[str, Any]], None]) -> None:
+    with _listeners_lock:
+        _listeners.append(fn)
+
+
+def remove_listener(fn: Callable[[dict[str, Any]], None]) -> None:
+    with _listeners_lock:
+        if fn in _listeners:
+            _listeners.remove(fn)
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "run_id": str(event.run_id),
+        "root_id": str(event.root_id),
+        "type": event.type,
+        "at": event.at.isoformat(),
+        "data": event.data,
+    }
+
+
+def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
+    """Persist one event now (inside the caller's transaction) and publish it on commit."""
+    assert type_ in EVENT_TYPES, type_
+    event = RunEvent.objects.create(
+        run_id=run.pk, root_id=run.root_id or run.pk, type=type_, at=timezone.now(), data=data or {}
+    )
+    payload = event_json(event)
+    transaction.on_commit(lambda: publish(payload), robust=True)
+    return event
+
+
+def publish(payload: dict[str, Any]) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for fn in listeners:
+        try:
+            fn(payload)
+        except Exception:  # a listener must never break the writer
+            log.exception("event listener failed")
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "run.event", "event": payload}
+    group = group_name(payload["root_id"])
+    try:
+        if isinstance(layer, InMemoryChannelLayer):
+            loop = _server_loop
+            if loop is None or loop.is_closed():
+                return  # no websocket server in this process: nobody to tell
+            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        else:
+            async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        log.exception("publishing event %s failed", payload["id"])

@@ -1,0 +1,272 @@
+"""Run services: the only place that changes run state (besides the engine it drives).
+
+The model's tool calls, REST and the dashboard all come through these functions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents_app.models import Agent
+from agents_app.roles import has_role
+from agents_app.selectors import config_snapshot_get
+from policies_app.policy import ALL_TOOLS, filter_tools
+from runs_app import events
+from runs_app.engine import messages as msg
+from runs_app.engine.children import agent_workspace, create_run
+from runs_app.engine.frozen import FrozenPolicy, provider_chain
+from runs_app.engine.settle import complete_call, enqueue, run_finish
+from runs_app.engine.tools.base import ToolResult
+from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, Schedule, Steer
+
+MAX_STEER_CHARS = 4000
+
+
+class RunServiceError(Exception):
+    """A refusal with a code the API maps to an HTTP status."""
+
+    def __init__(self, message: str, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code  # invalid | not_found | forbidden | conflict
+
+
+def agent_policy(alias: str) -> tuple[Agent, FrozenPolicy]:
+    """The frozen policy a new top-level run of `alias` runs under."""
+    snap = config_snapshot_get()
+    spec = snap.agents.get(alias)
+    if spec is None:
+        raise RunServiceError(f"Unknown agent '{alias}'", "not_found")
+    if not spec.enabled:
+        raise RunServiceError(f"Agent '{alias}' is disabled and cannot be run", "invalid")
+    risk = snap.risk_profiles.get(spec.risk_profile)
+    provider = snap.providers.get(spec.model_provider)
+    if risk is None or provider is None:
+        raise RunServiceError(f"Agent '{alias}' is not runnable: its configuration is incomplete", "invalid")
+    policy = FrozenPolicy(
+        risk=risk, runtime=snap.runtime_of(spec), provider=provider, chain=provider_chain(snap, provider)
+    )
+    return Agent.objects.get(alias=alias), policy
+
+
+def run_start(
+    *,
+    agent: str,
+    prompt: str,
+    context: str = "",
+    user: Any = None,
+    idempotency_key: str | None = None,
+    kind: str = Run.Kind.TOP_LEVEL,
+    history: list[Message] | None = None,
+    continued_from: Run | None = None,
+    first_message: str | None = None,
+) -> Run:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise RunServiceError("Missing or empty 'prompt' parameter", "invalid")
+    owner = user if getattr(user, "is_authenticated", False) else None
+    if idempotency_key and owner is not None:
+        existing = Run.objects.filter(created_by=owner, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    row, policy = agent_policy(agent)
+    spec = row.to_spec()
+    with transaction.atomic():
+        return create_run(
+            agent=agent,
+            kind=kind,
+            prompt=prompt,
+            context=context,
+            policy=policy,
+            tools=filter_tools(ALL_TOOLS, policy.risk),
+            tracker_key=agent,
+            workspace=agent_workspace(spec),
+            memory_agent=agent,
+            system_prompt=spec.system_prompt,
+            created_by=owner,
+            idempotency_key=idempotency_key if owner is not None else None,
+            history=history,
+            continued_from=continued_from,
+            first_message=first_message,
+        )
+
+
+def _descendants(run: Run) -> list[Run]:
+    found: list[Run] = []
+    frontier = [run.pk]
+    while frontier:
+        level = list(Run.objects.filter(parent_id__in=frontier))
+        found.extend(level)
+        frontier = [r.pk for r in level]
+    return found
+
+
+def can_control(user: Any, run: Run) -> bool:
+    """Cancel and steer: the run's creator (an operator) or an admin."""
+    if has_role(user, "admin"):
+        return True
+    return has_role(user, "operator") and run.created_by_id is not None and run.created_by_id == user.pk
+
+
+def run_cancel(*, run: Run, user: Any = None, check_owner: bool = True) -> int:
+    """Cancel a run and, in cascade, every descendant not yet terminal. Returns how many changed."""
+    if check_owner and user is not None and not can_control(user, run):
+        raise RunServiceError("Only the run's creator or an admin may cancel it.", "forbidden")
+    if run.status in TERMINAL_STATUSES:
+        raise RunServiceError(f"Run is already {run.status}", "conflict")
+    changed = 0
+    with transaction.atomic():
+        if run_finish(run.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_DIRECT):
+            changed += 1
+        for child in _descendants(run):
+            if child.status not in TERMINAL_STATUSES and run_finish(
+                child.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_CASCADE
+            ):
+                changed += 1
+    return changed
+
+
+def cancel_descendants(run: Run) -> None:
+    """A run ended (timeout, loss): its live descendants end with it."""
+    for child in _descendants(run):
+        if child.status not in TERMINAL_STATUSES:
+            run_finish(child.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_CASCADE)
+
+
+def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str = "") -> Approval:
+    if not has_role(user, "operator"):
+        raise RunServiceError("Only operators and admins may decide approvals.", "forbidden")
+    status = Approval.Status.APPROVED if approve else Approval.Status.DENIED
+    with transaction.atomic():
+        now = timezone.now()
+        if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+            status=status, decided_by=user, decided_at=now, reason=reason
+        ):
+            current = Approval.objects.get(pk=approval.pk)
+            raise RunServiceError(f"Approval {approval.pk} was already {current.status}", "conflict")
+        approval.refresh_from_db()
+        run = approval.run
+        events.emit(
+            run,
+            "approval.decided",
+            {"approval_id": approval.pk, "status": status, "by": user.get_username(), "reason": reason},
+        )
+        call = approval.tool_call
+        call.run = run
+        if not approve:
+            complete_call(call, ToolResult.fail(msg.denied(reason or "no reason given")).as_dict())
+        elif not Approval.objects.filter(run=run, status=Approval.Status.PENDING).exists():
+            if Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
+                status=Run.Status.QUEUED
+            ):
+                events.emit(run, "run.queued", {"resumed": True})
+                enqueue(run.pk)
+    return approval
+
+
+def run_steer(*, run: Run, user: Any, message: str) -> Steer:
+    if not can_control(user, run):
+        raise RunServiceError("Only the run's creator or an admin may steer it.", "forbidden")
+    if not isinstance(message, str) or not message.strip():
+        raise RunServiceError("Missing or empty 'message' parameter", "invalid")
+    if len(message) > MAX_STEER_CHARS:
+        raise RunServiceError(f"Message too long ({len(message)} chars, max {MAX_STEER_CHARS}).", "invalid")
+    if run.status in TERMINAL_STATUSES:
+        raise RunServiceError(f"Run is already {run.status}", "conflict")
+    with transaction.atomic():
+        steer = Steer.objects.create(run=run, text=message, created_by=user)
+        events.emit(run, "run.steered", {"message": message, "by": user.get_username()})
+    return steer
+
+
+def run_continue(*, run: Run, user: Any, prompt: str) -> Run:
+    if run.status not in TERMINAL_STATUSES:
+        raise RunServiceError(f"Run is still {run.status}; only a finished run can be continued", "conflict")
+    history = list(run.messages.order_by("seq"))
+    return run_start(agent=run.agent, prompt=prompt, user=user, history=history, continued_from=run)
+
+
+def run_resume(*, run: Run, user: Any) -> Run:
+    """An operator's decision to resume a `lost` run: a new run continues from the lost run's
+    transcript after its last completed step (the lost run itself stays `lost`)."""
+    if run.status != Run.Status.LOST:
+        raise RunServiceError(f"Only a lost run can be resumed (status: {run.status})", "conflict")
+    policy = FrozenPolicy.from_json(run.policy)
+    rows = list(run.messages.order_by("seq"))
+    # Drop a trailing model turn whose tool calls never all finished: the model decides again.
+    while rows and rows[-1].role == "assistant" and rows[-1].tool_calls:
+        rows.pop()
+    with transaction.atomic():
+        new = create_run(
+            agent=run.agent,
+            kind=run.kind,
+            prompt=run.prompt,
+            context=run.context,
+            policy=policy,
+            tools=run.tools,
+            tracker_key=run.tracker_key,
+            workspace=run.workspace,
+            memory_agent=run.memory_agent,
+            system_prompt="",
+            parent=run.parent,
+            mode=run.mode,
+            depth=run.depth,
+            spawn_depth=run.spawn_depth,
+            agentic=run.agentic,
+            created_by=user,
+            continued_from=run,
+            first_message="Resume the task from where it stopped; earlier steps are above.",
+        )
+        _copy_transcript(rows, new)
+    return new
+
+
+def _copy_transcript(rows: list[Message], new: Run) -> None:
+    first = list(new.messages.order_by("seq"))
+    Message.objects.filter(run=new).delete()
+    copies = [
+        Message(
+            run=new,
+            seq=i,
+            role=r.role,
+            content=r.content,
+            tool_calls=r.tool_calls,
+            tool_call_id=r.tool_call_id,
+        )
+        for i, r in enumerate(rows)
+    ]
+    copies += [
+        Message(run=new, seq=len(copies) + i, role=m.role, content=m.content) for i, m in enumerate(first)
+    ]
+    Message.objects.bulk_create(copies)
+
+
+def schedules_fire_due(now: datetime | None = None) -> list[Run]:
+    """Start the runs of every enabled schedule whose cron expression came due."""
+    from croniter import croniter
+
+    now = now or timezone.now()
+    started: list[Run] = []
+    for schedule in Schedule.objects.filter(enabled=True):
+        base = schedule.last_run_at or schedule.created_at
+        due = croniter(schedule.cron, base).get_next(datetime)
+        if due > now:
+            continue
+        with transaction.atomic():
+            if not Schedule.objects.filter(pk=schedule.pk, last_run_at=schedule.last_run_at).update(
+                last_run_at=now
+            ):
+                continue  # another beat fired it
+            try:
+                run = run_start(
+                    agent=schedule.agent,
+                    prompt=f"[cron:{schedule.pk} {schedule.name}] {schedule.prompt}",
+                    user=schedule.created_by,
+                    kind=Run.Kind.CRON,
+                )
+            except RunServiceError:
+                continue
+            started.append(run)
+    return started

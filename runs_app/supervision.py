@@ -1,0 +1,72 @@
+"""The reaper (SPEC §4 Supervision, ENGINE.md): periodic, and once at start-up.
+
+It never re-runs a model call by itself: a run whose worker vanished ends `lost`, and its
+parent's tool call is settled with that failure. It also heals two gaps: a queued run whose
+task message was lost, and a waiting run whose wake-up was lost."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from runs_app.engine import heartbeat
+from runs_app.engine import messages as msg
+from runs_app.engine.settle import complete_call, enqueue, run_finish, wake_if_ready
+from runs_app.models import Run, ToolCall
+
+log = logging.getLogger(__name__)
+
+STALE_AFTER = timedelta(seconds=30)
+REQUEUE_AFTER = timedelta(seconds=60)
+
+
+def reap_once(
+    *, now: Any = None, startup: bool = False, stale_after: timedelta = STALE_AFTER
+) -> dict[str, int]:
+    from runs_app.services import cancel_descendants
+
+    now = now or timezone.now()
+    counts = {"lost": 0, "timed_out": 0, "requeued": 0, "woken": 0, "await_expired": 0}
+
+    stale = Q(status=Run.Status.RUNNING) & (
+        Q(heartbeat_at__lt=now - stale_after) | Q(heartbeat_at__isnull=True)
+    )
+    if startup:
+        # Embedded mode: this process is the only worker, so a run owned by anyone else
+        # (an earlier boot) cannot be alive.
+        stale |= Q(status=Run.Status.RUNNING) & ~Q(owner=heartbeat.WORKER_ID)
+    for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids()):
+        if run_finish(run.pk, status=Run.Status.LOST, error=msg.RUN_LOST):
+            counts["lost"] += 1
+
+    for run in Run.objects.filter(
+        status__in=[Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING, Run.Status.AWAITING_APPROVAL],
+        deadline__lt=now,
+    ):
+        if run_finish(run.pk, status=Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s"):
+            counts["timed_out"] += 1
+            cancel_descendants(run)
+
+    for call in ToolCall.objects.filter(status=ToolCall.Status.PENDING, deadline__lt=now).select_related(
+        "run"
+    ):
+        from runs_app.engine.results import await_outcome
+
+        outcome = await_outcome(call.arguments.get("task_ids", []), caller=call.run, final=True)
+        if outcome is not None and complete_call(call, outcome):
+            counts["await_expired"] += 1
+
+    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - REQUEUE_AFTER):
+        enqueue(run.pk)
+        counts["requeued"] += 1
+
+    for run in Run.objects.filter(status=Run.Status.WAITING).exclude(
+        tool_calls__status=ToolCall.Status.PENDING
+    ):
+        wake_if_ready(run)
+        counts["woken"] += 1
+    return counts
