@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from agents_app.snapshot import AgentSpec
@@ -126,4 +127,9 @@ def create_run(
         },
     )
     enqueue(run.pk)
+    if timeout_secs:
+        from runs_app.tasks import expire_run
+
+        rid = str(run.pk)
+        transaction.on_commit(lambda: expire_run.apply_async((rid,), countdown=timeout_secs), robust=True)
     return run
