@@ -20,16 +20,21 @@ from runs_app.models import Run, ToolCall
 
 log = logging.getLogger(__name__)
 
-STALE_AFTER = timedelta(seconds=30)
-REQUEUE_AFTER = timedelta(seconds=60)
+
+def _seconds(name: str, default: float) -> timedelta:
+    from django.conf import settings
+
+    return timedelta(seconds=float(getattr(settings, name, default)))
 
 
 def reap_once(
-    *, now: Any = None, startup: bool = False, stale_after: timedelta = STALE_AFTER
+    *, now: Any = None, startup: bool = False, stale_after: timedelta | None = None
 ) -> dict[str, int]:
     from runs_app.services import cancel_descendants
 
     now = now or timezone.now()
+    stale_after = stale_after or _seconds("CLAWBOARD_STALE_SECS", 30)
+    requeue_after = _seconds("CLAWBOARD_REQUEUE_SECS", 60)
     counts = {"lost": 0, "timed_out": 0, "requeued": 0, "woken": 0, "await_expired": 0}
 
     stale = Q(status=Run.Status.RUNNING) & (
@@ -60,7 +65,7 @@ def reap_once(
         if outcome is not None and complete_call(call, outcome):
             counts["await_expired"] += 1
 
-    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - REQUEUE_AFTER):
+    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - requeue_after):
         enqueue(run.pk)
         counts["requeued"] += 1
 

@@ -16,6 +16,7 @@ SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-clawboard-key-change-me
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)  # a fresh clone has no var/ yet; SQLite needs its folder
 
 INSTALLED_APPS = [
     "daphne",
@@ -60,6 +61,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "agents_app.context_processors.clawboard",
             ],
         },
     },
@@ -140,6 +142,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CLAWBOARD_WORKERS = env.int("CLAWBOARD_WORKERS", default=4)
+# Supervision (SPEC §4): how often the reaper sweeps, when a heartbeat counts as stale, and
+# when a queued run with no worker on it is enqueued again.
+CLAWBOARD_REAP_SECS = env.float("CLAWBOARD_REAP_SECS", default=30.0)
+CLAWBOARD_STALE_SECS = env.float("CLAWBOARD_STALE_SECS", default=30.0)
+CLAWBOARD_REQUEUE_SECS = env.float("CLAWBOARD_REQUEUE_SECS", default=60.0)
+if CELERY_BROKER_URL.startswith("redis"):
+    # A message taken by a worker that died is redelivered after this many seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CLAWBOARD_VISIBILITY_SECS", default=300)
+    }
+CELERY_BEAT_SCHEDULE = {
+    "reap": {"task": "runs.reap", "schedule": CLAWBOARD_REAP_SECS},
+    "fire-schedules": {"task": "runs.fire_schedules", "schedule": 30.0},
+}
 
 if not DEBUG:
     SESSION_COOKIE_SECURE = True

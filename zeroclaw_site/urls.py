@@ -9,4 +9,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include("agents_app.api.urls")),
     path("", include("agents_app.urls")),
+    path("", include("runs_app.urls")),
 ]

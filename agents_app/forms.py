@@ -1,0 +1,138 @@
+"""Dashboard forms: typed input in, the entry's JSON form (as REST takes it) out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from agents_app.snapshot import ConfigSnapshot
+from agents_app.web import lines
+
+MODES = [("bounded", "bounded"), ("independent", "independent")]
+
+
+class AgentForm(forms.Form):
+    alias = forms.CharField(max_length=64)
+    enabled = forms.BooleanField(required=False, initial=True)
+    model_provider = forms.ChoiceField(choices=[])
+    risk_profile = forms.ChoiceField(choices=[], required=False)
+    runtime_profile = forms.ChoiceField(choices=[], required=False)
+    system_prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
+    delegate_same_risk_profile = forms.BooleanField(required=False, initial=True)
+    read_memory_from = forms.MultipleChoiceField(
+        choices=[], required=False, widget=forms.CheckboxSelectMultiple
+    )
+    workspace = forms.CharField(required=False, help_text="empty = <DATA_DIR>/agents/<alias>/workspace")
+    delegable = forms.BooleanField(required=False, initial=True)
+
+    def __init__(self, *args: Any, snapshot: ConfigSnapshot, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.snapshot = snapshot
+        providers = sorted(snapshot.providers)
+        current = self.initial.get("model_provider") or (self.data.get("model_provider") if self.data else "")
+        if current and current not in providers:
+            providers.append(current)
+        self.fields["model_provider"].choices = [("", "—")] + [(p, p) for p in providers]
+        self.fields["risk_profile"].choices = [("", "—")] + [(p, p) for p in snapshot.risk_profiles]
+        self.fields["runtime_profile"].choices = [("", "(runtime defaults)")] + [
+            (p, p) for p in snapshot.runtime_profiles
+        ]
+        self.fields["read_memory_from"].choices = [(a, a) for a in snapshot.agents]
+        # the model_provider check is the §2.5 validator's job, with its exact message
+        self.fields["model_provider"].required = False
+
+    def delegates(self) -> list[dict[str, str]]:
+        agents = self.data.getlist("delegate_agent") if self.data else []
+        modes = self.data.getlist("delegate_mode") if self.data else []
+        out = []
+        for i, agent in enumerate(agents):
+            if agent.strip():
+                out.append({"agent": agent.strip(), "mode": modes[i] if i < len(modes) else "bounded"})
+        return out
+
+    def to_body(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return {
+            "alias": d["alias"].strip(),
+            "enabled": d["enabled"],
+            "model_provider": d["model_provider"],
+            "risk_profile": d["risk_profile"],
+            "runtime_profile": d["runtime_profile"],
+            "system_prompt": d["system_prompt"],
+            "delegate_same_risk_profile": d["delegate_same_risk_profile"],
+            "delegates": self.delegates(),
+            "read_memory_from": list(d["read_memory_from"]),
+            "workspace": d["workspace"].strip(),
+            "delegable": d["delegable"],
+        }
+
+
+def agent_initial(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "delegates"}
+
+
+class ProviderForm(forms.Form):
+    type = forms.CharField(
+        max_length=32, help_text="scripted, openai, anthropic, ollama, vllm, openrouter, …"
+    )
+    alias = forms.CharField(max_length=64)
+    model = forms.CharField(required=False)
+    uri = forms.CharField(required=False, label="URI")
+    api_key_env = forms.CharField(required=False, label="API key environment variable")
+    temperature = forms.FloatField(required=False)
+    timeout_secs = forms.IntegerField(min_value=1, initial=60)
+    max_tokens = forms.IntegerField(required=False, min_value=1)
+    input_per_mtok_cents = forms.FloatField(min_value=0, initial=0, label="Input cents per million tokens")
+    output_per_mtok_cents = forms.FloatField(min_value=0, initial=0, label="Output cents per million tokens")
+    fallback_models = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    fallback = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text="one <type>.<alias> per line"
+    )
+    script = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8}), required=False, help_text="JSON (scripted only)"
+    )
+
+    def clean_script(self) -> Any:
+        raw = self.cleaned_data.get("script") or ""
+        if not raw.strip():
+            return []
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"script must be JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from exc
+
+    def to_body(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        body: dict[str, Any] = {
+            "type": d["type"].strip(),
+            "alias": d["alias"].strip(),
+            "model": d["model"],
+            "uri": d["uri"],
+            "api_key_env": d["api_key_env"],
+            "temperature": d["temperature"],
+            "timeout_secs": d["timeout_secs"],
+            "max_tokens": d["max_tokens"],
+            "pricing": {
+                "input_per_mtok_cents": float(d["input_per_mtok_cents"] or 0),
+                "output_per_mtok_cents": float(d["output_per_mtok_cents"] or 0),
+            },
+            "fallback_models": lines(d["fallback_models"]),
+            "fallback": lines(d["fallback"]),
+            "script": d["script"],
+        }
+        return body
+
+
+def provider_initial(entry: dict[str, Any]) -> dict[str, Any]:
+    initial = dict(entry)
+    pricing = initial.pop("pricing", {}) or {}
+    initial["input_per_mtok_cents"] = pricing.get("input_per_mtok_cents", 0)
+    initial["output_per_mtok_cents"] = pricing.get("output_per_mtok_cents", 0)
+    initial["fallback_models"] = "\n".join(entry.get("fallback_models", []))
+    initial["fallback"] = "\n".join(entry.get("fallback", []))
+    initial["script"] = json.dumps(entry.get("script", []), indent=2) if entry.get("script") else ""
+    return initial

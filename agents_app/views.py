@@ -1,0 +1,428 @@
+"""Dashboard pages for configuration: list, edit (inline §2.5 errors), live preview,
+dry-run delete, the delegation map with its policy simulator, and import/export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from agents_app.entries import EntryNotFound, delete_plan, entry_delete, entry_save, plan_entry
+from agents_app.forms import AgentForm, ProviderForm, agent_initial, provider_initial
+from agents_app.policy_check import agent_tools, policy_check
+from agents_app.reachability import reachable
+from agents_app.representation import entry_to_json
+from agents_app.roles import has_role
+from agents_app.selectors import config_snapshot_get
+from agents_app.services import ConfigValidationError
+from agents_app.snapshot import ConfigSnapshot
+from agents_app.validation import validate_snapshot
+from agents_app.web import admin_required, field_errors, viewer_required
+from policies_app.forms import (
+    GRID_COLUMNS,
+    RiskProfileForm,
+    RuntimeProfileForm,
+    risk_initial,
+    runtime_initial,
+)
+from policies_app.policy import ALL_TOOLS, WILDCARD, filter_tools, is_auto_approved, needs_approval
+from policies_app.presets import preset_spec
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # snapshot attribute
+    label: str
+    url: str
+    form: type[forms.Form]
+    initial: Any
+    template: str
+
+
+KINDS: dict[str, Kind] = {
+    "agents": Kind("agents", "Agent", "agents", AgentForm, agent_initial, "agents/agent_form.html"),
+    "risk_profiles": Kind(
+        "risk_profiles",
+        "Risk profile",
+        "risk-profiles",
+        RiskProfileForm,
+        risk_initial,
+        "agents/risk_form.html",
+    ),
+    "runtime_profiles": Kind(
+        "runtime_profiles",
+        "Runtime profile",
+        "runtime-profiles",
+        RuntimeProfileForm,
+        runtime_initial,
+        "agents/runtime_form.html",
+    ),
+    "providers": Kind(
+        "providers", "Provider", "providers", ProviderForm, provider_initial, "agents/provider_form.html"
+    ),
+}
+
+
+def _make_form(kind: Kind, snap: ConfigSnapshot, data: Any = None, initial: Any = None) -> forms.Form:
+    if kind.form is AgentForm:
+        return AgentForm(data, initial=initial, snapshot=snap)
+    return kind.form(data, initial=initial)
+
+
+@viewer_required
+def entry_list(request: HttpRequest, kind_name: str) -> HttpResponse:
+    kind = KINDS[kind_name]
+    snap = config_snapshot_get()
+    q = request.GET.get("q", "").strip().lower()
+    rows = [
+        entry_to_json(spec) for key, spec in getattr(snap, kind.name).items() if not q or q in key.lower()
+    ]
+    extra: dict[str, Any] = {}
+    if kind.name == "agents":
+        extra["rosters"] = {a: len(reachable(snap, a)) for a in snap.agents}
+    return render(
+        request,
+        "agents/entry_list.html",
+        {"kind": kind, "rows": rows, "q": q, "errors": validate_snapshot(snap), **extra},
+    )
+
+
+def _entry_context(kind: Kind, snap: ConfigSnapshot, form: forms.Form, key: str | None) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"kind": kind, "form": form, "key": key, "snap": snap}
+    if kind.name == "agents":
+        if form.is_bound:
+            delegates = form.delegates()  # type: ignore[attr-defined]
+        elif key:
+            delegates = [{"agent": d.agent, "mode": d.mode} for d in snap.agents[key].delegates]
+        else:
+            delegates = []
+        ctx["delegates"] = delegates + [{"agent": "", "mode": "bounded"}]
+        ctx["agent_choices"] = sorted(snap.agents)
+    if kind.name == "risk_profiles":
+        ctx["grid"] = _grid_rows(form, snap.risk_profiles.get(key) if key else None)
+    if key and kind.name == "agents":
+        ctx["preview"] = _agent_preview(snap, key)
+    return ctx
+
+
+def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
+    """One row per tool with its four checkboxes and the effective result."""
+    if form.is_bound:
+        picked = form.grid()  # type: ignore[attr-defined]
+    elif spec is not None:
+        picked = {field: list(getattr(spec, field)) for field, _ in GRID_COLUMNS}
+    else:
+        picked = {field: [] for field, _ in GRID_COLUMNS}
+    rows = []
+    for tool in (*ALL_TOOLS, WILDCARD):
+        cells = [{"name": f"{col}__{tool}", "checked": tool in picked[field]} for field, col in GRID_COLUMNS]
+        rows.append({"tool": tool, "cells": cells})
+    return rows
+
+
+def _agent_preview(snap: ConfigSnapshot, alias: str) -> dict[str, Any]:
+    return {"tools": agent_tools(snap, alias), "roster": reachable(snap, alias)}
+
+
+@viewer_required
+@require_http_methods(["GET", "POST"])
+def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> HttpResponse:
+    kind = KINDS[kind_name]
+    snap = config_snapshot_get()
+    if key is not None and key not in getattr(snap, kind.name):
+        raise Http404(f"No {kind.label.lower()} '{key}'")
+    extra_errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        if not has_role(request.user, "admin"):
+            raise PermissionDenied("You need the admin role to change configuration.")
+        form = _make_form(kind, snap, data=request.POST)
+        if form.is_valid():
+            try:
+                new_key, _ = entry_save(kind=kind.name, key=key, body=form.to_body(), user=request.user)  # type: ignore[attr-defined]
+            except ConfigValidationError as exc:
+                prefix = f"{kind.name}.{key or form.cleaned_data.get('alias', '')}"
+                by_field, general = field_errors(exc.errors, prefix)
+                for name, msgs in by_field.items():
+                    if name in form.fields:
+                        for m in msgs:
+                            form.add_error(name, m)
+                    else:  # e.g. delegates, edited as rows outside the form class
+                        extra_errors.setdefault(name, []).extend(msgs)
+                for m in general:
+                    form.add_error(None, m)
+            except EntryNotFound as exc:
+                raise Http404(str(exc)) from exc
+            else:
+                messages.success(request, f"{kind.label} {new_key} saved.")
+                return redirect(f"/{kind.url}/{quote(new_key)}/")
+        status = 400
+    else:
+        initial: dict[str, Any] = {}
+        if key is not None:
+            initial = kind.initial(entry_to_json(getattr(snap, kind.name)[key]))
+        elif kind.name == "risk_profiles" and request.GET.get("preset"):
+            try:
+                initial = risk_initial(entry_to_json(preset_spec(request.GET["preset"], "")))
+            except ValueError:
+                initial = {}
+            initial["preset"] = request.GET["preset"]
+        form = _make_form(kind, snap, initial=initial)
+        status = 200
+    ctx = _entry_context(kind, snap, form, key)
+    ctx["extra_errors"] = extra_errors
+    return render(request, kind.template, ctx, status=status)
+
+
+@viewer_required
+@require_POST
+def entry_preview(request: HttpRequest, kind_name: str, key: str | None = None) -> HttpResponse:
+    """HTMX: the effective result of the form as it stands, without saving anything."""
+    kind = KINDS[kind_name]
+    snap = config_snapshot_get()
+    form = _make_form(kind, snap, data=request.POST)
+    ctx: dict[str, Any] = {"kind": kind, "errors": []}
+    if not form.is_valid():
+        ctx["errors"] = [m for msgs in form.errors.values() for m in msgs]
+        return render(request, "agents/_preview.html", ctx)
+    try:
+        new_key, new = plan_entry(snap, kind=kind.name, key=key, body=form.to_body())  # type: ignore[attr-defined]
+    except (ConfigValidationError, EntryNotFound) as exc:
+        ctx["errors"] = [m for _, m in exc.errors] if isinstance(exc, ConfigValidationError) else [str(exc)]
+        return render(request, "agents/_preview.html", ctx)
+    if kind.name == "agents":
+        ctx["preview"] = _agent_preview(new, new_key)
+    elif kind.name == "risk_profiles":
+        spec = new.risk_profiles[new_key]
+        allowed = set(filter_tools(ALL_TOOLS, spec))
+        ctx["effective"] = [
+            {
+                "tool": t,
+                "allowed": t in allowed,
+                "ask": needs_approval(spec, t),
+                "auto": is_auto_approved(spec, t),
+            }
+            for t in ALL_TOOLS
+        ]
+    return render(request, "agents/_preview.html", ctx)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def entry_delete_view(request: HttpRequest, kind_name: str, key: str) -> HttpResponse:
+    kind = KINDS[kind_name]
+    snap = config_snapshot_get()
+    try:
+        plan, new = delete_plan(snap, kind=kind.name, key=key)
+    except EntryNotFound as exc:
+        raise Http404(str(exc)) from exc
+    errors = validate_snapshot(new)
+    if request.method == "POST" and not errors:
+        entry_delete(kind=kind.name, key=key, user=request.user)
+        messages.success(request, f"{kind.label} {key} deleted.")
+        return redirect(f"/{kind.url}/")
+    return render(
+        request, "agents/entry_delete.html", {"kind": kind, "key": key, "plan": plan, "errors": errors}
+    )
+
+
+# -- delegation map and policy simulator ---------------------------------------------------------
+
+
+def delegation_graph(snap: ConfigSnapshot) -> dict[str, Any]:
+    """Nodes on a circle and one edge per reachable (caller, target) pair."""
+    import math
+
+    aliases = list(snap.agents)
+    n = max(1, len(aliases))
+    radius = 60 + 40 * n
+    size = 2 * radius + 220
+    nodes = []
+    pos: dict[str, tuple[float, float]] = {}
+    for i, alias in enumerate(aliases):
+        angle = 2 * math.pi * i / n - math.pi / 2
+        x, y = size / 2 + radius * math.cos(angle), size / 2 + radius * math.sin(angle)
+        pos[alias] = (x, y)
+        spec = snap.agents[alias]
+        risk = snap.risk_profiles.get(spec.risk_profile)
+        nodes.append(
+            {
+                "alias": alias,
+                "x": round(x, 1),
+                "y": round(y, 1),
+                "enabled": spec.enabled,
+                "delegable": spec.delegable,
+                "forbidden": risk is None or risk.delegation_mode != "allow",
+                "risk_profile": spec.risk_profile,
+            }
+        )
+    edges = []
+    for alias in aliases:
+        explicit = {d.agent for d in snap.agents[alias].delegates}
+        for target, mode in reachable(snap, alias).items():
+            (x1, y1), (x2, y2) = pos[alias], pos[target]
+            dx, dy = x2 - x1, y2 - y1
+            length = math.hypot(dx, dy) or 1
+            # stop short of the target's circle so the arrow head stays visible
+            x2e, y2e = x2 - dx / length * 30, y2 - dy / length * 30
+            edges.append(
+                {
+                    "source": alias,
+                    "target": target,
+                    "mode": mode,
+                    "explicit": target in explicit,
+                    "x1": round(x1, 1),
+                    "y1": round(y1, 1),
+                    "x2": round(x2e, 1),
+                    "y2": round(y2e, 1),
+                }
+            )
+    return {"nodes": nodes, "edges": edges, "size": round(size)}
+
+
+@viewer_required
+def delegation_map(request: HttpRequest) -> HttpResponse:
+    snap = config_snapshot_get()
+    ctx: dict[str, Any] = {"graph": delegation_graph(snap), "agents": sorted(snap.agents)}
+    caller, target = request.GET.get("caller", ""), request.GET.get("target", "")
+    if caller in snap.agents and target:
+        ctx["check"] = _simulate(snap, request)
+    return render(request, "agents/delegation_map.html", ctx)
+
+
+def _simulate(snap: ConfigSnapshot, request: HttpRequest) -> dict[str, Any]:
+    src = request.POST if request.method == "POST" else request.GET
+    mode = src.get("mode") or None
+    try:
+        depth = max(0, min(100, int(src.get("depth") or 0)))
+    except ValueError:
+        depth = 0
+    return policy_check(
+        snap,
+        caller=src.get("caller", ""),
+        target=src.get("target", "").strip(),
+        mode=mode if mode in ("bounded", "independent") else None,
+        depth=depth,
+        background=src.get("background") == "on",
+    )
+
+
+@viewer_required
+@require_POST
+def simulate(request: HttpRequest) -> HttpResponse:
+    snap = config_snapshot_get()
+    if request.POST.get("caller") not in snap.agents or not request.POST.get("target", "").strip():
+        return render(request, "agents/_simulation.html", {"missing": True})
+    return render(request, "agents/_simulation.html", {"check": _simulate(snap, request)})
+
+
+# -- config import / export / revisions ------------------------------------------------------------
+
+
+def _import_text(request: HttpRequest) -> str:
+    upload = request.FILES.get("file")
+    if upload is not None:
+        return upload.read().decode("utf-8", errors="replace")
+    return request.POST.get("toml", "")
+
+
+def _import_check(text: str) -> dict[str, Any]:
+    from agents_app.config_io import (
+        ConfigParseError,
+        ConfigShapeError,
+        diff_snapshots,
+        parse_toml,
+        summarize_diff,
+    )
+
+    try:
+        result = parse_toml(text)
+    except ConfigParseError as exc:
+        return {"errors": [str(exc)], "toml": text}
+    except ConfigShapeError as exc:
+        return {"errors": [m for _, m in exc.errors], "toml": text}
+    errors = [m for _, m in validate_snapshot(result.snapshot)]
+    old = config_snapshot_get()
+    return {
+        "errors": errors,
+        "warnings": result.warnings,
+        "changes": summarize_diff(old, result.snapshot),
+        "diff": diff_snapshots(old, result.snapshot),
+        "toml": text,
+        "snapshot": result.snapshot,
+    }
+
+
+@viewer_required
+def config_page(request: HttpRequest) -> HttpResponse:
+    from agents_app.config_io import export_toml
+    from agents_app.selectors import config_revision_list
+
+    return render(
+        request,
+        "agents/config.html",
+        {"export": export_toml(config_snapshot_get()), "revisions": config_revision_list(limit=50)},
+    )
+
+
+@admin_required
+@require_POST
+def config_import_preview(request: HttpRequest) -> HttpResponse:
+    return render(request, "agents/_import_preview.html", _import_check(_import_text(request)))
+
+
+@admin_required
+@require_POST
+def config_import(request: HttpRequest) -> HttpResponse:
+    from agents_app.services import config_replace
+
+    checked = _import_check(_import_text(request))
+    if checked["errors"]:
+        return render(request, "agents/_import_preview.html", checked, status=400)
+    try:
+        revision = config_replace(
+            snapshot=checked["snapshot"], user=request.user, summary="import (dashboard)"
+        )
+    except ConfigValidationError as exc:
+        checked["errors"] = [m for _, m in exc.errors]
+        return render(request, "agents/_import_preview.html", checked, status=400)
+    messages.success(
+        request, f"Configuration imported (revision {revision.pk})." if revision else "No change."
+    )
+    return redirect("/config/")
+
+
+@viewer_required
+def config_revision(request: HttpRequest, pk: int) -> HttpResponse:
+    from agents_app.models import ConfigRevision
+
+    rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
+    if rev is None:
+        raise Http404("No such revision")
+    return render(request, "agents/revision.html", {"rev": rev})
+
+
+@admin_required
+@require_POST
+def config_revision_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
+    from agents_app.models import ConfigRevision
+    from agents_app.services import config_revision_restore
+
+    rev = ConfigRevision.objects.filter(pk=pk).first()
+    if rev is None:
+        raise Http404("No such revision")
+    try:
+        new = config_revision_restore(revision=rev, user=request.user)
+    except ConfigValidationError as exc:
+        messages.error(request, f"Revision {pk} cannot be restored: {exc}")
+        return redirect(f"/config/revisions/{pk}/")
+    messages.success(
+        request, f"Restored revision {pk}" + (f" as revision {new.pk}." if new else " (no change).")
+    )
+    return redirect("/config/")

@@ -1,0 +1,25 @@
+from django.urls import URLPattern, URLResolver, path
+
+from runs_app import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.home, name="home"),
+    path("home/live/", views.home_live, name="home-live"),
+    path("runs/", views.run_list, name="runs-page"),
+    path("runs/start/", views.run_start_view, name="run-start-page"),
+    path("runs/<uuid:run_id>/", views.run_page, name="run-page"),
+    path("runs/<uuid:run_id>/children/", views.run_children, name="run-children"),
+    path("runs/<uuid:run_id>/detail/", views.run_detail, name="run-detail"),
+    path("runs/<uuid:root_id>/nodes/", views.run_nodes, name="run-nodes"),
+    path("runs/<uuid:run_id>/cancel/", views.run_cancel_view, name="run-cancel-page"),
+    path("runs/<uuid:run_id>/steer/", views.run_steer_view, name="run-steer-page"),
+    path("runs/<uuid:run_id>/resume/", views.run_resume_view, name="run-resume-page"),
+    path("runs/<uuid:run_id>/continue/", views.run_continue_view, name="run-continue-page"),
+    path("approvals/", views.approvals_page, name="approvals-page"),
+    path("approvals/live/", views.approvals_live, name="approvals-live"),
+    path(
+        "approvals/<int:approval_id>/<str:decision>/", views.approval_decide_view, name="approval-decide-page"
+    ),
+    path("tasks/", views.tasks_page, name="tasks-page"),
+    path("tasks/live/", views.tasks_live, name="tasks-live"),
+]

@@ -1,0 +1,399 @@
+"""Dashboard pages for runs: home, the run list, the live run page, approvals, background tasks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
+
+from agents_app.models import Agent
+from agents_app.selectors import config_snapshot_get
+from agents_app.web import operator_required, viewer_required
+from policies_app.tracker import tracker_usage
+from runs_app import selectors, tree_html
+from runs_app.engine.settle import result_view
+from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
+from runs_app.services import (
+    RunServiceError,
+    approval_decide,
+    can_control,
+    run_cancel,
+    run_continue,
+    run_resume,
+    run_start,
+    run_steer,
+)
+
+STATUSES = [s for s, _ in Run.Status.choices]
+KINDS = [k for k, _ in Run.Kind.choices]
+
+
+def _run_or_404(run_id: Any) -> Run:
+    run = selectors.run_get(run_id)
+    if run is None:
+        raise Http404("No such run")
+    return run
+
+
+# -- home ---------------------------------------------------------------------------------------
+
+
+def _gauges() -> list[dict[str, Any]]:
+    snap = config_snapshot_get()
+    rows = []
+    for alias, spec in snap.agents.items():
+        runtime = snap.runtime_of(spec)
+        usage = tracker_usage(key=alias)
+        actions_pct = (
+            min(100, 100 * usage["actions_last_hour"] / runtime.max_actions_per_hour)
+            if runtime.max_actions_per_hour
+            else 100
+        )
+        cost_pct = (
+            min(100, 100 * usage["cost_today_cents"] / runtime.max_cost_per_day_cents)
+            if runtime.max_cost_per_day_cents
+            else 100
+        )
+        rows.append(
+            {
+                "tracker": alias,
+                "actions": usage["actions_last_hour"],
+                "max_actions": runtime.max_actions_per_hour,
+                "actions_pct": round(actions_pct),
+                "cost": usage["cost_today_cents"],
+                "max_cost": runtime.max_cost_per_day_cents,
+                "cost_pct": round(cost_pct),
+            }
+        )
+    return rows
+
+
+def _chart(since: timedelta) -> list[dict[str, Any]]:
+    rows = (
+        Run.objects.filter(created_at__gte=timezone.now() - since)
+        .values("agent")
+        .annotate(runs=Count("id"), tokens=Sum("input_tokens") + Sum("output_tokens"), cost=Sum("cost_cents"))
+        .order_by("agent")
+    )
+    data = [
+        {"agent": r["agent"], "runs": r["runs"], "tokens": r["tokens"] or 0, "cost": r["cost"] or 0.0}
+        for r in rows
+    ]
+    for key in ("runs", "tokens", "cost"):
+        top = max((d[key] for d in data), default=0) or 1
+        for d in data:
+            d[f"{key}_w"] = round(300 * d[key] / top, 1)
+    return data
+
+
+def _home_context() -> dict[str, Any]:
+    day_ago = timezone.now() - timedelta(hours=24)
+    return {
+        "active": list(
+            Run.objects.filter(parent__isnull=True)
+            .exclude(status__in=TERMINAL_STATUSES)
+            .order_by("-created_at")[:20]
+        ),
+        "approvals": selectors.approval_list(status=Approval.Status.PENDING, limit=10),
+        "gauges": _gauges(),
+        "failures": list(
+            Run.objects.filter(finished_at__gte=day_ago, status__in=["failed", "timed_out", "lost"]).order_by(
+                "-finished_at"
+            )[:20]
+        ),
+        "chart_day": _chart(timedelta(hours=24)),
+        "chart_week": _chart(timedelta(days=7)),
+    }
+
+
+@viewer_required
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/home.html", _home_context())
+
+
+@viewer_required
+def home_live(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/_home_panels.html", _home_context())
+
+
+# -- run list -----------------------------------------------------------------------------------
+
+
+@viewer_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    filters: dict[str, Any] = {}
+    status = request.GET.get("status", "")
+    if status in STATUSES:
+        filters["status"] = status
+    kind = request.GET.get("kind", "")
+    if kind in KINDS:
+        filters["kind"] = kind
+    agent = request.GET.get("agent", "").strip()
+    if agent:
+        filters["agent"] = agent
+    since_raw = request.GET.get("since", "").strip()
+    since = parse_datetime(since_raw) if since_raw else None
+    if since_raw and since is None:
+        try:
+            since = timezone.now() - timedelta(hours=float(since_raw.rstrip("h")))
+        except ValueError:
+            since = None
+    if since is not None:
+        if timezone.is_naive(since):
+            since = timezone.make_aware(since)
+        filters["since"] = since
+    page = Paginator(selectors.run_list(filters), 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/run_list.html",
+        {
+            "page": page,
+            "statuses": STATUSES,
+            "kinds": KINDS,
+            "agents": list(Agent.objects.filter(enabled=True).values_list("alias", flat=True)),
+            "f": {"status": status, "kind": kind, "agent": agent, "since": since_raw},
+            "query": query.urlencode(),
+        },
+    )
+
+
+@operator_required
+@require_POST
+def run_start_view(request: HttpRequest) -> HttpResponse:
+    try:
+        run = run_start(
+            agent=request.POST.get("agent", ""),
+            prompt=request.POST.get("prompt", ""),
+            context=request.POST.get("context", ""),
+            user=request.user,
+        )
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("/runs/")
+    return redirect(f"/runs/{run.pk}/")
+
+
+# -- run page -----------------------------------------------------------------------------------
+
+
+@viewer_required
+def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    root_id = run.root_id or run.pk
+    tree = selectors.run_tree(root_id)
+    last_event = (
+        RunEvent.objects.filter(root_id=root_id).order_by("-id").values_list("id", flat=True).first() or 0
+    )
+    return render(
+        request,
+        "runs/run_page.html",
+        {
+            "run": run,
+            "root_id": root_id,
+            "tree_html": mark_safe(tree_html.node_html(tree)),  # built with format_html: escaped
+            "last_event": last_event,
+            "can_control": can_control(request.user, run),
+            "focus": str(run.pk) if run.pk != root_id else "",
+        },
+    )
+
+
+@viewer_required
+def run_children(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    node = tree_html.find(selectors.run_tree(run.root_id or run.pk), str(run.pk))
+    if node is None:
+        raise Http404("No such run")
+    try:
+        offset = max(0, int(request.GET.get("offset", tree_html.CHILDREN_PAGE)))
+    except ValueError:
+        offset = tree_html.CHILDREN_PAGE
+    return HttpResponse(tree_html.children_batch(node, offset))
+
+
+@viewer_required
+def run_nodes(request: HttpRequest, root_id: Any) -> HttpResponse:
+    """Live refresh: for `ids`, the header (out-of-band) of nodes already on the page, and for
+    `new`, whole nodes to insert under their parent (the page's live.js places them)."""
+    root = _run_or_404(root_id)
+    tree = selectors.run_tree(root.root_id or root.pk)
+    parts: list[str] = []
+    for rid in [i for i in request.GET.get("ids", "").split(",") if i][:200]:
+        node = tree_html.find(tree, rid)
+        if node is not None:
+            parts.append(tree_html.node_head(node, oob=True))
+    for rid in [i for i in request.GET.get("new", "").split(",") if i][:200]:
+        node = tree_html.find(tree, rid)
+        if node is not None:
+            parts.append(f'<template data-new-node="{rid}" data-parent="{node["parent_id"] or ""}">')
+            parts.append(tree_html.node_html(node))
+            parts.append("</template>")
+    return HttpResponse("".join(parts))
+
+
+@viewer_required
+def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    transcript = selectors.run_transcript(run)
+    events = list(RunEvent.objects.filter(run=run).order_by("id")[:500])
+    pending = list(
+        Approval.objects.filter(run=run, status=Approval.Status.PENDING)
+        .select_related("tool_call")
+        .order_by("pk")
+    )
+    return render(
+        request,
+        "runs/_detail.html",
+        {
+            "run": run,
+            "transcript": transcript,
+            "events": events,
+            "pending": pending,
+            "can_control": can_control(request.user, run),
+        },
+    )
+
+
+def _back(request: HttpRequest, run: Run) -> HttpResponse:
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponse(status=204)
+    target = request.POST.get("next", "")
+    if target.startswith("/") and not target.startswith("//"):
+        return redirect(target)
+    return redirect(f"/runs/{run.root_id or run.pk}/")
+
+
+@operator_required
+@require_POST
+def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        n = run_cancel(run=run, user=request.user)
+        messages.success(request, f"Cancelled {n} run(s).")
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+        if exc.code == "forbidden":
+            return HttpResponse(exc.message, status=403)
+    return _back(request, run)
+
+
+@operator_required
+@require_POST
+def run_steer_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        run_steer(run=run, user=request.user, message=request.POST.get("message", ""))
+        messages.success(request, "Message queued for the next model turn.")
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+        if exc.code == "forbidden":
+            return HttpResponse(exc.message, status=403)
+    return redirect(f"/runs/{run.pk}/")
+
+
+@operator_required
+@require_POST
+def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        new = run_resume(run=run, user=request.user)
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect(f"/runs/{run.pk}/")
+    return redirect(f"/runs/{new.root_id or new.pk}/")
+
+
+@operator_required
+@require_POST
+def run_continue_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        new = run_continue(run=run, user=request.user, prompt=request.POST.get("prompt", ""))
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect(f"/runs/{run.pk}/")
+    return redirect(f"/runs/{new.pk}/")
+
+
+# -- approvals ----------------------------------------------------------------------------------
+
+
+@viewer_required
+def approvals_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/approvals.html", _approvals_context())
+
+
+@viewer_required
+def approvals_live(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/_approvals.html", _approvals_context())
+
+
+def _approvals_context() -> dict[str, Any]:
+    return {
+        "pending": selectors.approval_list(status=Approval.Status.PENDING, limit=200),
+        "decided": [a for a in selectors.approval_list(limit=100) if a["status"] != "pending"][:50],
+    }
+
+
+@operator_required
+@require_POST
+def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) -> HttpResponse:
+    approval = selectors.approval_get(approval_id)
+    if approval is None or decision not in ("approve", "deny"):
+        raise Http404("No such approval")
+    try:
+        approval_decide(
+            approval=approval,
+            user=request.user,
+            approve=decision == "approve",
+            reason=request.POST.get("reason", ""),
+        )
+        messages.success(
+            request, f"Approval {approval_id} {'approved' if decision == 'approve' else 'denied'}."
+        )
+    except RunServiceError as exc:
+        messages.error(request, exc.message)
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "runs/_approvals.html", _approvals_context())
+    return redirect(request.POST.get("next") or "/approvals/")
+
+
+# -- background tasks ---------------------------------------------------------------------------
+
+
+def _tasks_context() -> dict[str, Any]:
+    runs = (
+        Run.objects.filter(kind=Run.Kind.DELEGATE, execution=Run.Execution.BACKGROUND)
+        .select_related("parent")
+        .order_by("-created_at")[:200]
+    )
+    rows = []
+    for r in runs:
+        view = result_view(r)
+        view["caller"] = r.parent.agent if r.parent_id and r.parent else ""
+        view["caller_id"] = str(r.parent_id or "")
+        view["root_id"] = str(r.root_id or r.pk)
+        view["active"] = r.status not in TERMINAL_STATUSES
+        rows.append(view)
+    return {"tasks": rows}
+
+
+@viewer_required
+def tasks_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/tasks.html", _tasks_context())
+
+
+@viewer_required
+def tasks_live(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/_tasks.html", _tasks_context())

@@ -1,0 +1,133 @@
+// Live run tree: a websocket on the root's event log. Every event marks its run (and, for
+// usage or status changes, its ancestors) dirty; dirty headers and new nodes are fetched as
+// server-rendered HTML in one request per burst. A dropped socket reconnects with the last
+// event id seen, so the page catches up with exactly the events it missed.
+(function () {
+  const tree = document.getElementById("run-tree");
+  if (!tree) return;
+  const root = tree.dataset.root;
+  const state = {
+    lastId: parseInt(tree.dataset.lastEvent || "0", 10),
+    socket: null,
+    dirty: new Set(),
+    fresh: new Set(),
+    timer: null,
+    retry: 0,
+    received: 0,
+  };
+  const dot = document.getElementById("live-dot");
+  const label = document.getElementById("live-text");
+
+  function setLive(on, text) {
+    if (dot) dot.classList.toggle("on", on);
+    if (label) label.textContent = text;
+  }
+
+  function ancestors(id) {
+    const out = [];
+    let el = document.getElementById("run-" + id);
+    while (el && el.dataset.parent) {
+      out.push(el.dataset.parent);
+      el = document.getElementById("run-" + el.dataset.parent);
+    }
+    return out;
+  }
+
+  const STATUS_OF = {
+    "run.queued": "queued", "run.started": "running", "run.completed": "completed", "run.failed": "failed",
+    "run.cancelled": "cancelled", "run.timed_out": "timed_out", "run.lost": "lost",
+  };
+
+  function apply(event) {
+    if (event.id <= state.lastId) return; // already seen: never doubled
+    state.lastId = event.id;
+    state.received += 1;
+    const id = event.run_id;
+    const node = document.getElementById("run-" + id);
+    if (!node) {
+      state.fresh.add(id);
+    } else {
+      let status = STATUS_OF[event.type];
+      if (event.type === "run.waiting" && event.data) status = event.data.status;
+      const badge = document.getElementById("run-" + id + "-status");
+      if (status && badge) {
+        badge.textContent = status;
+        badge.className = "badge status-" + status;
+      }
+      state.dirty.add(id);
+    }
+    if (event.type === "model.response" || STATUS_OF[event.type]) ancestors(id).forEach((a) => state.dirty.add(a));
+    schedule();
+  }
+
+  function schedule() {
+    if (state.timer) return;
+    state.timer = setTimeout(flush, 150);
+  }
+
+  async function flush() {
+    state.timer = null;
+    const ids = Array.from(state.dirty).filter((i) => document.getElementById("run-" + i)).slice(0, 200);
+    const fresh = Array.from(state.fresh).slice(0, 200);
+    ids.forEach((i) => state.dirty.delete(i));
+    fresh.forEach((i) => state.fresh.delete(i));
+    if (!ids.length && !fresh.length) return;
+    const url = `/runs/${root}/nodes/?ids=${ids.join(",")}&new=${fresh.join(",")}`;
+    try {
+      const resp = await fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } });
+      if (!resp.ok) throw new Error("HTTP " + resp.status);
+      place(await resp.text());
+    } catch (err) {
+      ids.forEach((i) => state.dirty.add(i));
+      fresh.forEach((i) => state.fresh.add(i));
+      setTimeout(schedule, 1000);
+    }
+    if (state.dirty.size || state.fresh.size) schedule();
+  }
+
+  function place(html) {
+    const box = document.createElement("div");
+    box.innerHTML = html;
+    box.querySelectorAll("[hx-swap-oob]").forEach((head) => {
+      const old = document.getElementById(head.id);
+      head.removeAttribute("hx-swap-oob");
+      if (old) {
+        old.replaceWith(head);
+        if (window.htmx) htmx.process(head);
+      }
+    });
+    box.querySelectorAll("template[data-new-node]").forEach((tpl) => {
+      const id = tpl.dataset.newNode;
+      if (document.getElementById("run-" + id)) return;
+      const parent = document.getElementById("run-" + tpl.dataset.parent + "-children");
+      if (!parent) { state.fresh.add(id); return; } // its parent arrives first; retry
+      const frag = tpl.content.cloneNode(true);
+      const more = parent.querySelector(":scope > li.more");
+      parent.insertBefore(frag, more);
+      const added = document.getElementById("run-" + id);
+      if (added && window.htmx) htmx.process(added);
+    });
+  }
+
+  function connect() {
+    const proto = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${proto}://${location.host}/ws/runs/${root}/?after=${state.lastId}`);
+    state.socket = ws;
+    ws.onopen = () => { state.retry = 0; setLive(true, "live"); };
+    ws.onmessage = (msg) => {
+      let data;
+      try { data = JSON.parse(msg.data); } catch (e) { return; }
+      if (Array.isArray(data.events)) data.events.forEach(apply);
+      else if (data.event) apply(data.event);
+      else if (data.id && data.type) apply(data);
+    };
+    ws.onclose = () => {
+      setLive(false, "reconnecting…");
+      state.retry = Math.min(state.retry + 1, 6);
+      setTimeout(connect, 250 * 2 ** (state.retry - 1));
+    };
+  }
+
+  window.clawboardLive = state;
+  connect();
+})();
