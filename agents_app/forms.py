@@ -34,18 +34,24 @@ class AgentForm(forms.Form):
         current = self.initial.get("model_provider") or (self.data.get("model_provider") if self.data else "")
         if current and current not in providers:
             providers.append(current)
-        self.fields["model_provider"].choices = [("", "—")] + [(p, p) for p in providers]
-        self.fields["risk_profile"].choices = [("", "—")] + [(p, p) for p in snapshot.risk_profiles]
-        self.fields["runtime_profile"].choices = [("", "(runtime defaults)")] + [
-            (p, p) for p in snapshot.runtime_profiles
-        ]
-        self.fields["read_memory_from"].choices = [(a, a) for a in snapshot.agents]
+        self._choices("model_provider", [("", "—")] + [(p, p) for p in providers])
+        self._choices("risk_profile", [("", "—")] + [(p, p) for p in snapshot.risk_profiles])
+        self._choices(
+            "runtime_profile", [("", "(runtime defaults)")] + [(p, p) for p in snapshot.runtime_profiles]
+        )
+        self._choices("read_memory_from", [(a, a) for a in snapshot.agents])
         # the model_provider check is the §2.5 validator's job, with its exact message
         self.fields["model_provider"].required = False
 
+    def _choices(self, name: str, choices: list[tuple[str, str]]) -> None:
+        field = self.fields[name]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = choices
+
     def delegates(self) -> list[dict[str, str]]:
-        agents = self.data.getlist("delegate_agent") if self.data else []
-        modes = self.data.getlist("delegate_mode") if self.data else []
+        data: Any = self.data
+        agents = data.getlist("delegate_agent") if data else []
+        modes = data.getlist("delegate_mode") if data else []
         out = []
         for i, agent in enumerate(agents):
             if agent.strip():
