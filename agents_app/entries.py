@@ -3,7 +3,8 @@
 REST and the dashboard both come here. The body is the JSON form of the entry
 (`representation.entry_to_json`); it is applied to the current configuration as a document
 and re-read by the same parser as TOML import, then the whole result is validated and saved
-with a revision — all inside one transaction, so two concurrent edits cannot undo each other."""
+with a revision. The read and the write happen in one transaction (`config_update`), so two
+concurrent edits can never undo each other."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import json
 import re
 from typing import Any
 
-from django.db import transaction
-
 from agents_app.config_io import (
     ConfigParseError,
     ConfigShapeError,
@@ -21,8 +20,7 @@ from agents_app.config_io import (
     snapshot_to_document,
 )
 from agents_app.representation import entry_to_document_body, entry_to_json
-from agents_app.selectors import config_snapshot_get
-from agents_app.services import ConfigValidationError, config_replace
+from agents_app.services import ConfigValidationError, config_update
 from agents_app.snapshot import ALIAS_RE, ConfigSnapshot
 from agents_app.validation import (
     delete_agent,
@@ -117,75 +115,113 @@ def key_from_body(kind: str, body: dict[str, Any]) -> tuple[str, list[Error]]:
     return f"{ptype}.{alias}", errors
 
 
-def _new_key_errors(kind: str, key: str, body: dict[str, Any], snap: ConfigSnapshot) -> list[Error]:
-    errors: list[Error] = []
+def _get(snap: ConfigSnapshot, kind: str, key: str) -> Any:
+    spec = getattr(snap, kind).get(key)
+    if spec is None:
+        raise EntryNotFound(kind, key)
+    return spec
+
+
+def create_key(kind: str, body: dict[str, Any]) -> str:
+    """The key a create would use, or every error of the alias (and type) at once."""
+    key, errors = key_from_body(kind, body)
     if kind == "agents" and isinstance(body.get("alias"), str):
         reserved = validate_new_agent_alias(body["alias"])
         if reserved:
             errors.append(("alias", reserved))
-    if key in getattr(snap, kind):
-        errors.append(("alias", f"{KIND_LABEL[kind]} {key} already exists"))
-    return errors
-
-
-def plan_entry(
-    snap: ConfigSnapshot, *, kind: str, key: str | None, body: dict[str, Any], partial: bool = False
-) -> tuple[str, ConfigSnapshot]:
-    """The configuration as it would be after this create (key None) or change. Pure; raises
-    ConfigValidationError with every error at once."""
-    if key is not None:
-        current = getattr(snap, kind).get(key)
-        if current is None:
-            raise EntryNotFound(kind, key)
-        old = entry_to_json(current)
-        body = merge_patch(old, body) if partial else dict(body)
-        body.setdefault("alias", old["alias"])
-        if kind == "providers":
-            body.setdefault("type", old["type"])
-    new_key, errors = key_from_body(kind, body)
     if errors:
         raise ConfigValidationError(errors)
-    if new_key != key:
-        errors = _new_key_errors(kind, new_key, body, snap)
-        if errors:
-            raise ConfigValidationError(errors)
-        if kind == "agents" and key is not None:
-            snap = rename_agent(snap, key, new_key)
+    return key
+
+
+def update_key(kind: str, key: str, body: dict[str, Any]) -> str:
+    """The key after an update: the body's alias (and type), or the current ones."""
+    probe: dict[str, Any] = {"alias": body.get("alias", key)}
+    if kind == "providers":
+        ptype, _, alias = key.partition(".")
+        probe = {"alias": body.get("alias", alias), "type": body.get("type", ptype)}
+    new_key, errors = key_from_body(kind, probe)
+    if errors:
+        raise ConfigValidationError(errors)
+    if new_key != key and kind == "agents":
+        reserved = validate_new_agent_alias(new_key)
+        if reserved:
+            raise ConfigValidationError([("alias", reserved)])
+    return new_key
+
+
+def plan_create(snap: ConfigSnapshot, *, kind: str, body: dict[str, Any]) -> tuple[str, ConfigSnapshot]:
+    key = create_key(kind, body)
+    if key in getattr(snap, kind):
+        raise ConfigValidationError([("alias", f"{KIND_LABEL[kind]} {key} already exists")])
     doc = snapshot_to_document(snap)
-    if key is not None:
-        doc_set(doc, kind, key, None)
-    doc_set(doc, kind, new_key, entry_to_document_body(body, kind))
+    doc_set(doc, kind, key, entry_to_document_body(body, kind))
+    return key, rebuild(doc)
+
+
+def plan_update(
+    snap: ConfigSnapshot, *, kind: str, key: str, body: dict[str, Any], partial: bool
+) -> tuple[str, ConfigSnapshot]:
+    current = entry_to_json(_get(snap, kind, key))
+    new_key = update_key(kind, key, body)
+    if new_key != key:
+        if new_key in getattr(snap, kind):
+            raise ConfigValidationError([("alias", f"{KIND_LABEL[kind]} {new_key} already exists")])
+        if kind == "agents":
+            # Renaming rewrites every reference (SPEC §2.5), the agent's own ones included.
+            snap = rename_agent(snap, key, new_key)
+            current = entry_to_json(snap.agents[new_key])
+    merged = merge_patch(current, body) if partial else dict(body)
+    merged["alias"] = new_key.partition(".")[2] if kind == "providers" else new_key
+    if kind == "providers":
+        merged["type"] = new_key.partition(".")[0]
+    doc = snapshot_to_document(snap)
+    doc_set(doc, kind, key, None)
+    doc_set(doc, kind, new_key, entry_to_document_body(merged, kind))
     return new_key, rebuild(doc)
 
 
-def entry_save(
-    *, kind: str, key: str | None, body: dict[str, Any], user: Any = None, partial: bool = False
-) -> tuple[str, Any]:
-    """Create (key None) or change one entry. Returns (its key, its spec)."""
-    with transaction.atomic():
-        new_key, new = plan_entry(config_snapshot_get(), kind=kind, key=key, body=body, partial=partial)
-        verb = "create" if key is None else "update"
-        summary = f"{verb} {kind}.{key or new_key}" + (f" -> {new_key}" if key and new_key != key else "")
-        config_replace(snapshot=new, user=user, summary=summary)
-    return new_key, getattr(new, kind)[new_key]
-
-
-def delete_plan(snap: ConfigSnapshot, *, kind: str, key: str) -> tuple[list[str], ConfigSnapshot]:
-    if key not in getattr(snap, kind):
-        raise EntryNotFound(kind, key)
+def plan_delete(snap: ConfigSnapshot, *, kind: str, key: str) -> tuple[list[str], ConfigSnapshot]:
+    """What deleting this entry does (agents: the references scrubbed from other agents)."""
+    _get(snap, kind, key)
     if kind == "agents":
-        return [f"remove agents.{key}", *delete_agent_plan(snap, key)], delete_agent(snap, key)
+        return delete_agent_plan(snap, key), delete_agent(snap, key)
     remaining = {k: v for k, v in getattr(snap, kind).items() if k != key}
     return [f"remove {kind}.{key}"], dataclasses.replace(snap, **{kind: remaining})  # type: ignore[arg-type]
 
 
-def entry_delete(*, kind: str, key: str, user: Any = None, dry_run: bool = False) -> dict[str, Any]:
-    """Delete one entry (agents: scrubbing references first). A dry run returns the plan and
-    the validation errors the deletion would cause, and changes nothing."""
-    with transaction.atomic():
-        plan, new = delete_plan(config_snapshot_get(), kind=kind, key=key)
-        errors = validate_snapshot(new)
-        if dry_run:
-            return {"dry_run": True, "plan": plan, "errors": [{"field": f, "message": m} for f, m in errors]}
-        config_replace(snapshot=new, user=user, summary=f"delete {kind}.{key}")
-    return {"dry_run": False, "plan": plan, "errors": []}
+def entry_create(*, kind: str, body: dict[str, Any], user: Any = None) -> tuple[str, Any]:
+    key = create_key(kind, body)
+    new, _ = config_update(
+        mutate=lambda snap: plan_create(snap, kind=kind, body=body)[1],
+        user=user,
+        summary=f"create {kind}.{key}",
+    )
+    return key, getattr(new, kind)[key]
+
+
+def entry_update(
+    *, kind: str, key: str, body: dict[str, Any], user: Any = None, partial: bool = False
+) -> tuple[str, Any]:
+    new_key = update_key(kind, key, body)
+    summary = f"update {kind}.{key}" + (f" -> {new_key}" if new_key != key else "")
+    new, _ = config_update(
+        mutate=lambda snap: plan_update(snap, kind=kind, key=key, body=body, partial=partial)[1],
+        user=user,
+        summary=summary,
+    )
+    return new_key, getattr(new, kind)[new_key]
+
+
+def entry_delete(*, kind: str, key: str, user: Any = None) -> None:
+    config_update(
+        mutate=lambda snap: plan_delete(snap, kind=kind, key=key)[1],
+        user=user,
+        summary=f"delete {kind}.{key}",
+    )
+
+
+def delete_dry_run(snap: ConfigSnapshot, *, kind: str, key: str) -> dict[str, Any]:
+    plan, new = plan_delete(snap, kind=kind, key=key)
+    errors = [{"field": f, "message": m} for f, m in validate_snapshot(new)]
+    return {"dry_run": True, "plan": plan, "errors": errors}

@@ -30,18 +30,23 @@ class AgentForm(forms.Form):
     def __init__(self, *args: Any, snapshot: ConfigSnapshot, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.snapshot = snapshot
-        providers = sorted(snapshot.providers)
-        current = self.initial.get("model_provider") or (self.data.get("model_provider") if self.data else "")
-        if current and current not in providers:
-            providers.append(current)
-        self._choices("model_provider", [("", "—")] + [(p, p) for p in providers])
-        self._choices("risk_profile", [("", "—")] + [(p, p) for p in snapshot.risk_profiles])
+        # A reference to something that is not (or no longer) configured stays selectable, so
+        # the §2.5 validator reports it with its exact message rather than "Select a valid choice".
+        self._choices("model_provider", [("", "—")] + self._refs("model_provider", snapshot.providers))
+        self._choices("risk_profile", [("", "—")] + self._refs("risk_profile", snapshot.risk_profiles))
         self._choices(
-            "runtime_profile", [("", "(runtime defaults)")] + [(p, p) for p in snapshot.runtime_profiles]
+            "runtime_profile",
+            [("", "(runtime defaults)")] + self._refs("runtime_profile", snapshot.runtime_profiles),
         )
         self._choices("read_memory_from", [(a, a) for a in snapshot.agents])
-        # the model_provider check is the §2.5 validator's job, with its exact message
         self.fields["model_provider"].required = False
+
+    def _refs(self, name: str, configured: Any) -> list[tuple[str, str]]:
+        values = sorted(configured)
+        current = self.initial.get(name) or (self.data.get(name) if self.data else "")
+        if isinstance(current, str) and current and current not in values:
+            values.append(current)
+        return [(v, v) for v in values]
 
     def _choices(self, name: str, choices: list[tuple[str, str]]) -> None:
         field = self.fields[name]

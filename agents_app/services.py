@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents_app.config_io import diff_snapshots, export_toml, summarize_diff
 from agents_app.models import Agent, ConfigRevision, ModelProvider
@@ -73,12 +73,28 @@ def _write_snapshot(old: ConfigSnapshot, new: ConfigSnapshot) -> None:
         DelegateSettings.objects.update_or_create(pk=1, defaults=_spec_fields(new.delegate))
 
 
+# Any constant: the key of the PostgreSQL advisory lock that serialises configuration writers.
+_CONFIG_LOCK_KEY = 0x636C6177
+
+
+def _lock_configuration() -> None:
+    """Serialise read-modify-write of the configuration until the transaction ends.
+
+    SQLite transactions here begin IMMEDIATE (the write lock is taken first), which already does
+    this; PostgreSQL needs an explicit lock, or two concurrent edits would each replace the
+    configuration with a snapshot that lacks the other's change."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CONFIG_LOCK_KEY])
+
+
 def config_replace(*, snapshot: ConfigSnapshot, user: Any = None, summary: str = "") -> ConfigRevision | None:
     """Replace the whole configuration with `snapshot`. Returns the revision, or None if nothing changed."""
     errors = validate_snapshot(snapshot)
     if errors:
         raise ConfigValidationError(errors)
     with transaction.atomic():
+        _lock_configuration()
         old = config_snapshot_get()
         if old == snapshot:
             return None
@@ -95,8 +111,12 @@ def config_replace(*, snapshot: ConfigSnapshot, user: Any = None, summary: str =
 def config_update(
     *, mutate: Callable[[ConfigSnapshot], ConfigSnapshot], user: Any = None, summary: str = ""
 ) -> tuple[ConfigSnapshot, ConfigRevision | None]:
-    """Apply one change to the current configuration, validated as a whole, atomically."""
+    """Apply one change to the current configuration, validated as a whole, atomically.
+
+    `mutate` runs inside the transaction on the snapshot read there, so a concurrent change is
+    never lost; an exception it raises leaves everything as it was."""
     with transaction.atomic():
+        _lock_configuration()
         new = mutate(config_snapshot_get())
         return new, config_replace(snapshot=new, user=user, summary=summary)
 

@@ -14,7 +14,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agents_app.entries import EntryNotFound, delete_plan, entry_delete, entry_save, plan_entry
+from agents_app.entries import (
+    EntryNotFound,
+    entry_create,
+    entry_delete,
+    entry_update,
+    plan_create,
+    plan_delete,
+    plan_update,
+)
 from agents_app.forms import AgentForm, ProviderForm, agent_initial, provider_initial
 from agents_app.policy_check import agent_tools, policy_check
 from agents_app.reachability import reachable
@@ -118,8 +126,8 @@ def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
         picked = form.grid()  # type: ignore[attr-defined]
     elif spec is not None:
         picked = {field: list(getattr(spec, field)) for field, _ in GRID_COLUMNS}
-    else:
-        picked = {field: [] for field, _ in GRID_COLUMNS}
+    else:  # a new profile, perhaps prefilled from a preset
+        picked = {field: list(form.initial.get(field) or []) for field, _ in GRID_COLUMNS}
     rows = []
     for tool in (*ALL_TOOLS, WILDCARD):
         cells = [{"name": f"{col}__{tool}", "checked": tool in picked[field]} for field, col in GRID_COLUMNS]
@@ -145,7 +153,11 @@ def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> 
         form = _make_form(kind, snap, data=request.POST)
         if form.is_valid():
             try:
-                new_key, _ = entry_save(kind=kind.name, key=key, body=form.to_body(), user=request.user)  # type: ignore[attr-defined]
+                body = form.to_body()  # type: ignore[attr-defined]
+                if key is None:
+                    new_key, _ = entry_create(kind=kind.name, body=body, user=request.user)
+                else:
+                    new_key, _ = entry_update(kind=kind.name, key=key, body=body, user=request.user)
             except ConfigValidationError as exc:
                 prefix = f"{kind.name}.{key or form.cleaned_data.get('alias', '')}"
                 by_field, general = field_errors(exc.errors, prefix)
@@ -192,7 +204,11 @@ def entry_preview(request: HttpRequest, kind_name: str, key: str | None = None) 
         ctx["errors"] = [m for msgs in form.errors.values() for m in msgs]
         return render(request, "agents/_preview.html", ctx)
     try:
-        new_key, new = plan_entry(snap, kind=kind.name, key=key, body=form.to_body())  # type: ignore[attr-defined]
+        body = form.to_body()  # type: ignore[attr-defined]
+        if key is None:
+            new_key, new = plan_create(snap, kind=kind.name, body=body)
+        else:
+            new_key, new = plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
     except (ConfigValidationError, EntryNotFound) as exc:
         ctx["errors"] = [m for _, m in exc.errors] if isinstance(exc, ConfigValidationError) else [str(exc)]
         return render(request, "agents/_preview.html", ctx)
@@ -219,7 +235,7 @@ def entry_delete_view(request: HttpRequest, kind_name: str, key: str) -> HttpRes
     kind = KINDS[kind_name]
     snap = config_snapshot_get()
     try:
-        plan, new = delete_plan(snap, kind=kind.name, key=key)
+        plan, new = plan_delete(snap, kind=kind.name, key=key)
     except EntryNotFound as exc:
         raise Http404(str(exc)) from exc
     errors = validate_snapshot(new)
@@ -277,6 +293,8 @@ def delegation_graph(snap: ConfigSnapshot) -> dict[str, Any]:
                     "target": target,
                     "mode": mode,
                     "explicit": target in explicit,
+                    # a disabled agent never runs, so it never delegates: its edges are greyed
+                    "active": snap.agents[alias].enabled,
                     "x1": round(x1, 1),
                     "y1": round(y1, 1),
                     "x2": round(x2e, 1),

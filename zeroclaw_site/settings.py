@@ -108,6 +108,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["agents_app.api.permissions.IsViewer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Depth-limited JSON: a hugely nested body is a 400, never a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["agents_app.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "agents_app.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -21,6 +21,10 @@ class JSONParser(parsers.JSONParser):
             raise ParseError("JSON parse error - the body nests too deeply") from exc
 
 
+class TomlText(str):
+    """A TOML body, told apart from a JSON body that is a bare string."""
+
+
 class TomlParser(parsers.BaseParser):
     """The body as text; `config_io.parse_toml` reads it (and reports line and column)."""
 
@@ -29,7 +33,7 @@ class TomlParser(parsers.BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         raw = stream.read() if stream is not None else b""
         try:
-            return str(raw.decode("utf-8"))
+            return TomlText(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise ParseError("the TOML body is not valid UTF-8") from exc
 

@@ -35,5 +35,6 @@ class ReadViewerWriteAdmin(BasePermission):
 
     def has_permission(self, request: Any, view: Any) -> bool:
         if request.method in SAFE_METHODS:
+            self.message = IsViewer.message  # one instance per request, so this is safe
             return has_role(request.user, "viewer")
         return has_role(request.user, "admin")

@@ -32,10 +32,17 @@ class Command(BaseCommand):
             text = export_toml(config_snapshot_get())
             if options["file"] == "-":
                 self.stdout.write(text, ending="")
-            else:
-                Path(options["file"]).write_text(text)
+                return
+            try:
+                Path(options["file"]).write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"cannot write {options['file']}: {exc.strerror}") from exc
+            self.stdout.write(f"exported to {options['file']}")
             return
-        raw = sys.stdin.read() if options["file"] == "-" else Path(options["file"]).read_text()
+        try:
+            raw = sys.stdin.buffer.read() if options["file"] == "-" else Path(options["file"]).read_bytes()
+        except OSError as exc:
+            raise CommandError(f"cannot read {options['file']}: {exc.strerror}") from exc
         try:
             result = parse_toml(raw)
         except ConfigParseError as exc:
