@@ -1,3 +1,7 @@
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from runs_app.consumers import RunTreeConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/runs/<uuid:root_id>/", RunTreeConsumer.as_asgi(), name="ws-run-tree"),
+]

@@ -18,7 +18,7 @@ from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine.children import agent_workspace, create_run
 from runs_app.engine.frozen import FrozenPolicy, provider_chain
-from runs_app.engine.settle import complete_call, enqueue, run_finish
+from runs_app.engine.settle import complete_call, lock_run, run_finish, wake_if_ready
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, Schedule, Steer
 
@@ -140,12 +140,18 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
         raise RunServiceError("Only operators and admins may decide approvals.", "forbidden")
     status = Approval.Status.APPROVED if approve else Approval.Status.DENIED
     with transaction.atomic():
+        lock_run(approval.run_id)
         now = timezone.now()
         if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
             status=status, decided_by=user, decided_at=now, reason=reason
         ):
             current = Approval.objects.get(pk=approval.pk)
             raise RunServiceError(f"Approval {approval.pk} was already {current.status}", "conflict")
+        run_status = Run.objects.filter(pk=approval.run_id).values_list("status", flat=True).first()
+        if run_status in TERMINAL_STATUSES:  # the decision above is rolled back with this error
+            raise RunServiceError(
+                f"Run is already {run_status}; its approvals can no longer be decided", "conflict"
+            )
         approval.refresh_from_db()
         run = approval.run
         events.emit(
@@ -157,12 +163,10 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
         call.run = run
         if not approve:
             complete_call(call, ToolResult.fail(msg.denied(reason or "no reason given")).as_dict())
-        elif not Approval.objects.filter(run=run, status=Approval.Status.PENDING).exists():
-            if Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
-                status=Run.Status.QUEUED
-            ):
-                events.emit(run, "run.queued", {"resumed": True})
-                enqueue(run.pk)
+        else:
+            # The approved call stays pending until the run executes it; the run resumes now
+            # unless something else (another approval, a child) still blocks it.
+            wake_if_ready(run)
     return approval
 
 
@@ -220,6 +224,11 @@ def run_resume(*, run: Run, user: Any) -> Run:
             first_message="Resume the task from where it stopped; earlier steps are above.",
         )
         _copy_transcript(rows, new)
+        # The model turns kept count as done: the resumed run goes on from the next one (and
+        # the iteration cap keeps counting the whole conversation).
+        done = sum(1 for r in rows if r.role == "assistant")
+        Run.objects.filter(pk=new.pk).update(turns=done)
+        new.turns = done
     return new
 
 

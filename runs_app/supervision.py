@@ -44,7 +44,9 @@ def reap_once(
         # Embedded mode: this process is the only worker, so a run owned by anyone else
         # (an earlier boot) cannot be alive.
         stale |= Q(status=Run.Status.RUNNING) & ~Q(owner=heartbeat.WORKER_ID)
-    for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids()):
+    # A run this very worker holds on a live thread is not lost, even if its heartbeat lags;
+    # a run owned under another worker id (another process, an earlier boot) has no such excuse.
+    for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
         if run_finish(run.pk, status=Run.Status.LOST, error=msg.RUN_LOST):
             counts["lost"] += 1
 
@@ -69,9 +71,11 @@ def reap_once(
         enqueue(run.pk)
         counts["requeued"] += 1
 
-    for run in Run.objects.filter(status=Run.Status.WAITING).exclude(
+    # A wake-up lost between settling and enqueueing: nothing blocks the run any more.
+    unblocked = Run.objects.filter(status=Run.Status.WAITING).exclude(
         tool_calls__status=ToolCall.Status.PENDING
-    ):
-        wake_if_ready(run)
-        counts["woken"] += 1
+    ) | Run.objects.filter(status=Run.Status.AWAITING_APPROVAL).exclude(approvals__status="pending")
+    for run in unblocked.distinct():
+        if wake_if_ready(run):
+            counts["woken"] += 1
     return counts

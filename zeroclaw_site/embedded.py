@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 class EmbeddedWorker(Worker):
     """A worker that lives in a thread: no signal handlers, no banner, no stdout redirection."""
 
+    # It shares the serving process's channel layer, so the in-memory one is fine for it
+    # (zeroclaw_site.celery refuses that layer to separate worker processes).
+    clawboard_embedded = True
+
     def install_platform_tweaks(self, worker: Any) -> None:
         pass
 

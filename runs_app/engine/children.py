@@ -37,6 +37,33 @@ def task_prompt(prompt: str, context: str) -> str:
     return prompt
 
 
+def complete_turns(history: list[Message]) -> list[Message]:
+    """The conversation of another run as a new run may start from (fork, continue): every user
+    and assistant message and every tool call whose results are all there, in order. System
+    messages are the new run's own; a model turn whose calls never all finished (the parent's
+    current turn, or the last turn of a cancelled run) is left out with its partial results."""
+    kept: list[Message] = []
+    i = 0
+    while i < len(history):
+        row = history[i]
+        if row.role == "assistant" and row.tool_calls:
+            wanted = {c.get("id") for c in row.tool_calls}
+            j = i + 1
+            results: list[Message] = []
+            while j < len(history) and history[j].role == "tool":
+                results.append(history[j])
+                j += 1
+            if wanted <= {r.tool_call_id for r in results}:
+                kept.append(row)
+                kept.extend(results)
+            i = j
+            continue
+        if row.role in ("user", "assistant"):
+            kept.append(row)
+        i += 1
+    return kept
+
+
 def create_run(
     *,
     agent: str,
@@ -90,7 +117,9 @@ def create_run(
         tracker_key=tracker_key,
         workspace=workspace,
         memory_agent=memory_agent,
-        results_dir=str(Path(workspace) / "delegate_results"),
+        # SPEC §6.2: a background task is mirrored under its CALLER's workspace (an independent
+        # or other-profile delegate works in its own workspace).
+        results_dir=str(Path(parent.workspace if parent is not None else workspace) / "delegate_results"),
         provider_ref=policy.provider.ref,
         provider_requested=policy.provider.ref,
         model=policy.provider.model,
@@ -107,9 +136,17 @@ def create_run(
     rows: list[Message] = []
     if system_prompt:
         rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
-    for old in history or []:
-        if old.role in ("user", "assistant") and not old.tool_calls:
-            rows.append(Message(run=run, seq=len(rows), role=old.role, content=old.content))
+    for old in complete_turns(history or []):
+        rows.append(
+            Message(
+                run=run,
+                seq=len(rows),
+                role=old.role,
+                content=old.content,
+                tool_calls=old.tool_calls,
+                tool_call_id=old.tool_call_id,
+            )
+        )
     rows.append(
         Message(run=run, seq=len(rows), role="user", content=first_message or task_prompt(prompt, context))
     )

@@ -23,12 +23,13 @@ from policies_app.policy import (
     readonly_refusal,
 )
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec
-from policies_app.tracker import BudgetExhausted, tracker_record_action
+from policies_app.tracker import BudgetExhausted
 from runs_app.engine import results
+from runs_app.engine.budget import spend_action
 from runs_app.engine.children import agent_workspace, create_run
 from runs_app.engine.frozen import FrozenPolicy, provider_chain
 from runs_app.engine.providers import ProviderError, build_provider
-from runs_app.engine.spawn import Admission, refuse
+from runs_app.engine.spawn import Admission, flag, refuse
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Run, ToolCall
 
@@ -142,13 +143,16 @@ def _spend(caller: Run, policy: FrozenPolicy, count: int) -> Admission | None:
         return refuse(readonly_refusal("delegate"), "policy")
     try:
         for _ in range(count):
-            tracker_record_action(
-                key=caller.tracker_key, max_actions_per_hour=policy.runtime.max_actions_per_hour
-            )
+            spend_action(key=caller.tracker_key, runtime=policy.runtime)
     except BudgetExhausted as exc:
         transaction.set_rollback(True)
         return refuse(exc.message, "budget")
     return None
+
+
+def _no_model_switch(tools: Any) -> list[str]:
+    """`model_switch` is for top-level runs only (SPEC §7): a delegate runs the target's model."""
+    return [t for t in tools if t != "model_switch"]
 
 
 def _child_policy(
@@ -162,7 +166,7 @@ def _child_policy(
     agentic = target_runtime.agentic
     if mode == "independent":
         policy = FrozenPolicy(risk=target_risk, runtime=target_runtime, provider=provider, chain=chain)
-        tools = list(independent_delegate_registry(target_risk)) if agentic else []
+        tools = _no_model_switch(independent_delegate_registry(target_risk)) if agentic else []
         return policy, tools, target.alias, agent_workspace(target)
     # Bounded: the caller is the ceiling. Its level and budget apply; a tool either side
     # gates behind an operator stays gated.
@@ -175,7 +179,9 @@ def _child_policy(
         max_actions_per_hour=caller_policy.runtime.max_actions_per_hour,
         max_cost_per_day_cents=caller_policy.runtime.max_cost_per_day_cents,
     )
-    tools = list(bounded_delegate_registry(caller.tools, caller_risk, target_risk)) if agentic else []
+    tools = (
+        _no_model_switch(bounded_delegate_registry(caller.tools, caller_risk, target_risk)) if agentic else []
+    )
     workspace = caller.workspace if caller_risk.alias == target_risk.alias else agent_workspace(target)
     policy = FrozenPolicy(risk=risk, runtime=runtime, provider=provider, chain=chain)
     return policy, tools, caller.tracker_key, workspace
@@ -248,7 +254,7 @@ def _single(
     if isinstance(parsed, Admission):
         return parsed
     target_alias, prompt, context = parsed
-    background = args.get("background") is True
+    background = flag(args, "background")
     snap = config_snapshot_get()
     mode = _gate(snap, caller, target_alias, background=background)
     if isinstance(mode, Admission):

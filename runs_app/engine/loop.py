@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
 from policies_app.models import DelegateSettings
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
-from policies_app.tracker import BudgetExhausted, tracker_record_action, tracker_record_cost
+from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
 from runs_app.engine import heartbeat, store
 from runs_app.engine import messages as msg
+from runs_app.engine.budget import output_budget_refusal, spend_action
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.providers import (
     AllProvidersFailed,
@@ -32,7 +33,7 @@ from runs_app.engine.providers import (
     build_provider,
     cost_cents,
 )
-from runs_app.engine.settle import complete_call, kick_queue, run_finish
+from runs_app.engine.settle import blocking_calls, complete_call, kick_queue, lock_run, run_finish
 from runs_app.engine.tools import files, memory, shell
 from runs_app.engine.tools.base import LocalToolContext, ToolResult
 from runs_app.engine.tools.registry import DEDUP_EXEMPT, LOCAL_TOOLS, tool_specs
@@ -41,6 +42,9 @@ from runs_app.models import Announce, Approval, Run, Steer, ToolCall
 log = logging.getLogger(__name__)
 
 INVALID_COMPLETION = "model provider returned an invalid semantic completion."
+# Tools whose own checks refuse a call the run's registry lacks, with their exact messages
+# (SPEC §5 check 3: `spawn_subagent: refused — …`), so the generic refusal must not preempt them.
+SELF_CHECKING: frozenset[str] = frozenset({"spawn_subagent"})
 
 
 def advance_run(run_id: Any) -> None:
@@ -115,17 +119,27 @@ class Stepper:
                 Run.Status.FAILED, error=msg.max_iterations(runtime.effective_max_tool_iterations)
             )
         if run.deadline and timezone.now() >= run.deadline:
-            return self._finish(Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s")
-        budget = runtime.max_output_tokens
-        if budget:
-            used = Run.objects.filter(root_id=run.root_id).aggregate(s=Sum("output_tokens"))["s"] or 0
-            if used >= budget:
-                return self._finish(Run.Status.FAILED, error=msg.output_budget(used, budget))
+            from runs_app.services import cancel_descendants
+
+            self._finish(Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s")
+            cancel_descendants(run)
+            return False
+        refusal = output_budget_refusal(run)
+        if refusal:
+            return self._finish(Run.Status.FAILED, error=refusal)
+        try:
+            tracker_check_cost(key=run.tracker_key, max_cost_per_day_cents=runtime.max_cost_per_day_cents)
+        except BudgetExhausted as exc:
+            return self._finish(Run.Status.FAILED, error=exc.message)
 
         reply = self._call_model()
         if reply is None:
             return False
         if not reply.tool_calls:
+            if not reply.text.strip():
+                # e.g. a non-agentic run whose model answered only with tool calls (dropped):
+                # no usable answer, as SPEC §6.1 words it.
+                return self._finish(Run.Status.FAILED, error=INVALID_COMPLETION)
             return self._finish(Run.Status.COMPLETED, output=reply.text)
         return self._handle_tool_calls(reply)
 
@@ -144,6 +158,8 @@ class Stepper:
         return t.provider
 
     def _tool_results(self) -> list[str]:
+        if not self.run.turns:  # a fork or a continuation starts with no previous turn of its own
+            return []
         msgs = self.transcript.messages
         last_assistant = max((i for i, m in enumerate(msgs) if m.role == "assistant"), default=-1)
         return [m.content for m in msgs[last_assistant + 1 :] if m.role == "tool"]
@@ -173,7 +189,9 @@ class Stepper:
         spec = self.policy.chain.get(reply.provider_ref, self.policy.provider)
         cost = cost_cents(spec, reply.usage)
         with transaction.atomic():
-            if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
+            updated = Run.objects.filter(
+                pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID
+            ).update(
                 turns=F("turns") + 1,
                 input_tokens=F("input_tokens") + reply.usage.input_tokens,
                 output_tokens=F("output_tokens") + reply.usage.output_tokens,
@@ -181,28 +199,31 @@ class Stepper:
                 provider_served=reply.provider_ref,
                 model=reply.model,
                 heartbeat_at=timezone.now(),
-            ):
-                raise Stopped
-            store.append(
-                run.pk, self.transcript, ChatMessage("assistant", reply.text, list(reply.tool_calls))
             )
-            events.emit(
-                run,
-                "model.response",
-                {
-                    "turn": run.turns,
-                    "text": reply.text[:2000],
-                    "tool_calls": [
-                        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
-                    ],
-                    "usage": {"input": reply.usage.input_tokens, "output": reply.usage.output_tokens},
-                    "cost_cents": cost,
-                    "provider": reply.provider_ref,
-                    "model": reply.model,
-                },
-            )
+            if updated:
+                store.append(
+                    run.pk, self.transcript, ChatMessage("assistant", reply.text, list(reply.tool_calls))
+                )
+                events.emit(
+                    run,
+                    "model.response",
+                    {
+                        "turn": run.turns,
+                        "text": reply.text[:2000],
+                        "tool_calls": [
+                            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                        ],
+                        "usage": {"input": reply.usage.input_tokens, "output": reply.usage.output_tokens},
+                        "cost_cents": cost,
+                        "provider": reply.provider_ref,
+                        "model": reply.model,
+                    },
+                )
             if cost:
+                # The call was made and paid for, even by a run that stopped meanwhile.
                 tracker_record_cost(key=run.tracker_key, cents=cost)
+        if not updated:
+            raise Stopped
         run.turns += 1
         run.input_tokens += reply.usage.input_tokens
         run.output_tokens += reply.usage.output_tokens
@@ -225,7 +246,7 @@ class Stepper:
             key = (call.name, json.dumps(call.arguments, sort_keys=True, default=str))
             if call.name not in exempt and key in seen:
                 immediate[i] = ToolResult.fail(msg.duplicate_call(call.name))
-            elif call.name not in run.tools:
+            elif call.name not in run.tools and call.name not in SELF_CHECKING:
                 immediate[i] = ToolResult.fail(f"Tool '{call.name}' is not available to this agent")
             elif needs_approval(risk, call.name):
                 row.wait_kind = "approval"
@@ -258,6 +279,8 @@ class Stepper:
         """Run local tools (outside any transaction), then admit spawn/delegate calls and decide
         whether the run waits. True when the run can go on to its next model turn."""
         local = [r for r in rows if r.name in LOCAL_TOOLS]
+        if local and not Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING).exists():
+            raise Stopped  # cancelled (or timed out) meanwhile: act no further
         results: dict[int, ToolResult] = {}
         if len(local) > 1 and self.policy.runtime.parallel_tools:
             with ThreadPoolExecutor(max_workers=min(8, len(local))) as pool:
@@ -266,10 +289,13 @@ class Stepper:
         else:
             for row in local:
                 results[row.pk] = self._run_local(row)
+        # What the local tools did is recorded even if the run stops right after; a refusal
+        # of the wait below must only undo admissions of children, never these results.
         with transaction.atomic():
             for row in local:
                 row.run = self.run
                 self._complete(row, results[row.pk])
+        with transaction.atomic():
             for row in rows:
                 if row.name not in LOCAL_TOOLS:
                     row.run = self.run
@@ -280,8 +306,11 @@ class Stepper:
         complete_call(row, result.as_dict())
 
     def _wait_or_continue(self) -> bool:
+        """Inside a transaction: True when nothing blocks the run (it goes on: its next step
+        folds the results, and runs calls approved meanwhile); else it waits, holding no worker."""
         run = self.run
-        pending = ToolCall.objects.filter(run=run, status=ToolCall.Status.PENDING).aggregate(
+        lock_run(run.pk)
+        pending = blocking_calls(run.pk).aggregate(
             n=Count("pk"), approvals=Count("pk", filter=Q(wait_kind="approval"))
         )
         if not pending["n"]:
@@ -337,7 +366,7 @@ class Stepper:
             if risk.level == "readonly":
                 return ToolResult.fail(readonly_refusal(name))
             try:
-                tracker_record_action(key=run.tracker_key, max_actions_per_hour=runtime.max_actions_per_hour)
+                spend_action(key=run.tracker_key, runtime=runtime)
             except BudgetExhausted as exc:
                 return ToolResult.fail(exc.message)
         try:
@@ -403,22 +432,26 @@ class Stepper:
     def _fold_tool_results(self) -> bool:
         """Turn the finished tool calls of the last turn into tool messages. False = must wait."""
         run = self.run
-        calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).select_related("approval"))
-        approved = [
-            c for c in calls
-            if c.status == ToolCall.Status.PENDING and c.wait_kind == "approval"
-            and getattr(c, "approval", None) is not None and c.approval.status == Approval.Status.APPROVED
-        ]  # fmt: skip
-        if approved:
-            for c in approved:
-                ToolCall.objects.filter(pk=c.pk).update(wait_kind="")
-                c.wait_kind = ""
-            if not self._execute(approved):
-                return False
-            calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1))
-        if any(c.status == ToolCall.Status.PENDING for c in calls):
-            with transaction.atomic():
-                return self._wait_or_continue()
+        while True:
+            calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).select_related("approval"))
+            approved = [
+                c for c in calls
+                if c.status == ToolCall.Status.PENDING and c.wait_kind == "approval"
+                and getattr(c, "approval", None) is not None and c.approval.status == Approval.Status.APPROVED
+            ]  # fmt: skip
+            if approved:
+                for c in approved:
+                    ToolCall.objects.filter(pk=c.pk).update(wait_kind="")
+                    c.wait_kind = ""
+                if not self._execute(approved):
+                    return False
+                continue
+            if any(c.status == ToolCall.Status.PENDING for c in calls):
+                with transaction.atomic():
+                    if not self._wait_or_continue():
+                        return False
+                continue  # settled or approved while we looked: look again
+            break
         with transaction.atomic():
             for c in sorted(calls, key=lambda c: c.position):
                 result = c.result or {}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs_app import events
@@ -138,7 +138,9 @@ def run_finish(
 
 
 def _settle_call(call_id: int) -> None:
-    call = ToolCall.objects.select_related("run").get(pk=call_id)
+    # Locked (PostgreSQL) so that the last of several children finishing at once sees the
+    # others terminal: each settler looks at the siblings only once it holds the call.
+    call = ToolCall.objects.select_for_update(of=("self",)).select_related("run").get(pk=call_id)
     if call.status != ToolCall.Status.PENDING:
         return
     children = list(Run.objects.filter(parent_call_id=call_id).order_by("created_at", "id"))
@@ -156,24 +158,45 @@ def _settle_call(call_id: int) -> None:
 
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
     """Mark a pending tool call done (at most once) and wake its run if nothing else is pending."""
-    if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
-        status=ToolCall.Status.DONE, result=result
-    ):
-        return False
-    events.emit(call.run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
-    wake_if_ready(call.run)
+    with transaction.atomic():
+        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
+            status=ToolCall.Status.DONE, result=result
+        ):
+            return False
+        events.emit(call.run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
+        wake_if_ready(call.run)
     return True
 
 
-def wake_if_ready(run: Run) -> None:
-    if ToolCall.objects.filter(run_id=run.pk, status=ToolCall.Status.PENDING).exists():
-        return
-    if Run.objects.filter(pk=run.pk, status__in=[Run.Status.WAITING, Run.Status.AWAITING_APPROVAL]).update(
-        status=Run.Status.QUEUED
-    ):
+def blocking_calls(run_id: Any) -> Any:
+    """The pending tool calls a run still waits on. An approved call is pending until the run
+    executes it, but it blocks nothing: the run itself runs it when it resumes."""
+    return ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.PENDING).exclude(
+        wait_kind="approval", approval__status="approved"
+    )
+
+
+def lock_run(run_id: Any) -> None:
+    """Serialise the "does this run still wait?" decisions on its row (PostgreSQL; SQLite's
+    IMMEDIATE transactions already serialise writers): the run going `waiting` and a settle
+    or approval waking it never miss each other."""
+    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def wake_if_ready(run: Run) -> bool:
+    """Queue a waiting run again once nothing blocks it. True when it was queued."""
+    with transaction.atomic():
+        lock_run(run.pk)
+        if blocking_calls(run.pk).exists():
+            return False
+        if not Run.objects.filter(
+            pk=run.pk, status__in=[Run.Status.WAITING, Run.Status.AWAITING_APPROVAL]
+        ).update(status=Run.Status.QUEUED):
+            return False
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
         enqueue(run.pk)
+        return True
 
 
 def announce_text(child: Run) -> str:
@@ -216,11 +239,12 @@ def _background_done(child: Run) -> None:
 
 
 def _wake_waiters(parent: Run) -> None:
-    """sessions_yield and await_sessions calls of the parent that may now be satisfied."""
-    for call in ToolCall.objects.filter(
-        run=parent, status=ToolCall.Status.PENDING, wait_kind__in=["yield", "await"]
-    ):
-        call.run = parent
+    """sessions_yield and await_sessions calls that may now be satisfied: the parent's, and
+    await_sessions calls anywhere in its tree (any run of a tree may await its tasks)."""
+    calls = ToolCall.objects.filter(status=ToolCall.Status.PENDING).filter(
+        Q(run=parent, wait_kind="yield") | Q(run__root_id=parent.root_id or parent.pk, wait_kind="await")
+    )
+    for call in calls.select_for_update(of=("self",)).select_related("run").order_by("pk"):
         if call.wait_kind == "yield":
             active = Run.objects.filter(
                 parent=parent, execution=Run.Execution.BACKGROUND, kind=Run.Kind.SUBAGENT, via_api=False
@@ -231,7 +255,7 @@ def _wake_waiters(parent: Run) -> None:
         else:
             from runs_app.engine.results import await_outcome
 
-            outcome = await_outcome(call.arguments.get("task_ids", []), caller=parent, final=False)
+            outcome = await_outcome(call.arguments.get("task_ids", []), caller=call.run, final=False)
             if outcome is not None:
                 complete_call(call, outcome)
 
@@ -262,7 +286,8 @@ def result_view(run: Run) -> dict[str, Any]:
     return {
         "task_id": str(run.pk),
         "agent": run.agent,
-        "status": run.status if run.status != Run.Status.QUEUED else "running",
+        # queued, running, waiting (on its own children) and awaiting_approval are all "running"
+        "status": run.status if run.status in TERMINAL_STATUSES else "running",
         "output": (run.tool_result or {}).get("output", "") if run.status == Run.Status.COMPLETED else "",
         "error": (run.tool_result or {}).get("error") if run.status in TERMINAL_STATUSES else None,
         "started_at": (run.started_at or run.created_at).isoformat(),
@@ -276,8 +301,6 @@ def mirror_result_file(run_id: Any) -> None:
     if run is None or not run.results_dir:
         return
     view = result_view(run)
-    if view["status"] in ("waiting", "awaiting_approval"):
-        view["status"] = "running"
     try:
         folder = Path(run.results_dir)
         folder.mkdir(parents=True, exist_ok=True)

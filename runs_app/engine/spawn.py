@@ -13,8 +13,9 @@ from django.db import transaction
 
 from agents_app.models import Agent
 from policies_app.policy import readonly_refusal, subagent_registry
-from policies_app.tracker import BudgetExhausted, tracker_record_action
+from policies_app.tracker import BudgetExhausted
 from runs_app.engine import messages as msg
+from runs_app.engine.budget import spend_action
 from runs_app.engine.children import create_run
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.providers import ProviderError, build_provider
@@ -38,7 +39,7 @@ def refuse(error: str, code: str) -> Admission:
     return Admission(result=ToolResult.fail(error), code=code)
 
 
-def _flag(args: dict[str, Any], name: str) -> bool:
+def flag(args: dict[str, Any], name: str) -> bool:
     value = args.get(name, False)
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
@@ -58,8 +59,11 @@ def spawn_subagent(
         return refuse(msg.missing_prompt(), "invalid")
     if parent.spawn_depth >= runtime.max_spawn_depth:
         return refuse(msg.nesting_refusal(parent.spawn_depth, runtime.max_spawn_depth), "policy")
+    # The run's registry is its risk profile's filter already applied (and, for a bounded
+    # delegate, the caller's ceiling as well): a tool missing from it is refused here too.
     listed = not risk.allowed_tools or "spawn_subagent" in risk.allowed_tools
-    if not listed or "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools:
+    excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
+    if not listed or excluded or "spawn_subagent" not in parent.tools:
         return refuse(msg.spawn_not_allowed(parent.agent), "policy")
     active = (
         Run.objects.filter(parent=parent, kind=Run.Kind.SUBAGENT)
@@ -76,13 +80,13 @@ def spawn_subagent(
     label = args.get("label") or ""
     label = label if isinstance(label, str) else str(label)
     fork = args.get("context") == "fork"
-    background = _flag(args, "background")
+    background = flag(args, "background")
     if risk.level == "readonly":
         return refuse(readonly_refusal("spawn_subagent"), "policy")
 
     with transaction.atomic():
         try:
-            tracker_record_action(key=parent.tracker_key, max_actions_per_hour=runtime.max_actions_per_hour)
+            spend_action(key=parent.tracker_key, runtime=runtime)
         except BudgetExhausted as exc:
             return refuse(exc.message, "budget")
         build_error = _build_error(parent, policy)

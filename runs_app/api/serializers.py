@@ -1,0 +1,127 @@
+"""Output shapes of the runs API, and the schedule serializer (the one model edited through CRUD)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from croniter import croniter
+from rest_framework import serializers
+
+from agents_app.models import Agent
+from runs_app.models import Run, Schedule
+
+
+class RunSerializer(serializers.ModelSerializer[Run]):
+    parent_id = serializers.UUIDField(read_only=True, allow_null=True)
+    root_id = serializers.UUIDField(read_only=True, allow_null=True)
+    continued_from_id = serializers.UUIDField(read_only=True, allow_null=True)
+    created_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "parent_id", "root_id", "agent", "kind", "mode", "execution", "depth", "spawn_depth",
+            "session_key", "task_name", "label", "prompt", "context", "status", "output", "error",
+            "tool_result", "provider_requested", "provider_served", "model", "input_tokens",
+            "output_tokens", "cost_cents", "turns", "created_at", "started_at", "finished_at",
+            "heartbeat_at", "deadline", "timeout_secs", "owner", "created_by", "idempotency_key",
+            "continued_from_id", "via_api", "tools", "workspace",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_created_by(self, run: Run) -> str | None:
+        user = run.created_by
+        return user.get_username() if user is not None else None
+
+
+class ToolResultSerializer(serializers.Serializer[dict[str, Any]]):
+    """The `{success, output, error}` of a tool, with the child run(s) it started, if any."""
+
+    success = serializers.BooleanField()
+    output = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(allow_null=True)
+    run_id = serializers.UUIDField(required=False)
+    run_ids = serializers.ListField(child=serializers.UUIDField(), required=False)
+    status = serializers.CharField(required=False, help_text="status of a child not finished within `wait`")
+
+
+class EventSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    run_id = serializers.UUIDField()
+    root_id = serializers.UUIDField()
+    type = serializers.CharField()
+    at = serializers.DateTimeField()
+    data = serializers.DictField()  # type: ignore[assignment]
+
+
+class ChainLinkSerializer(serializers.Serializer[dict[str, Any]]):
+    run_id = serializers.UUIDField()
+    agent = serializers.CharField()
+    kind = serializers.CharField()
+
+
+class ApprovalSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["pending", "approved", "denied"])
+    run_id = serializers.UUIDField()
+    root_id = serializers.UUIDField()
+    agent = serializers.CharField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField()
+    call_id = serializers.CharField()
+    chain = ChainLinkSerializer(many=True, help_text="root → … → the run that asked")
+    created_at = serializers.DateTimeField()
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+
+
+class CancelResultSerializer(serializers.Serializer[dict[str, Any]]):
+    cancelled = serializers.IntegerField(help_text="runs that changed to cancelled (the run and descendants)")
+    run = RunSerializer()
+
+
+class SteerResultSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    run_id = serializers.UUIDField()
+    message = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ScheduleSerializer(serializers.ModelSerializer[Schedule]):
+    created_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "id",
+            "name",
+            "agent",
+            "prompt",
+            "cron",
+            "enabled",
+            "last_run_at",
+            "created_by",
+            "created_at",
+        ]
+        read_only_fields = ["id", "last_run_at", "created_by", "created_at"]
+
+    def get_created_by(self, schedule: Schedule) -> str | None:
+        user = schedule.created_by
+        return user.get_username() if user is not None else None
+
+    def validate_cron(self, value: str) -> str:
+        value = value.strip()
+        if not croniter.is_valid(value):
+            raise serializers.ValidationError(f"'{value}' is not a valid cron expression")
+        return value
+
+    def validate_agent(self, value: str) -> str:
+        if not Agent.objects.filter(alias=value).exists():
+            raise serializers.ValidationError(f"Unknown agent '{value}'")
+        return value
+
+    def validate_prompt(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("The prompt must not be blank")
+        return value

@@ -1,0 +1,930 @@
+"""REST API for runs, approvals, background results and schedules (SPEC §10).
+
+One APIView per URL; every state change goes through `runs_app.services` or the engine's tool
+functions (`spawn_subagent`, `delegate_tool`, `runs_app.engine.results`), the same code the
+model's tool calls use."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.db import IntegrityError, connections
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import renderers, serializers, status
+from rest_framework.exceptions import APIException, NotFound, ParseError, UnsupportedMediaType
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents_app.api.parsers import JSONParser
+from agents_app.api.permissions import IsOperator, IsViewer
+from agents_app.roles import has_role
+from runs_app import events, selectors, services
+from runs_app.api import serializers as out
+from runs_app.engine.tools.base import ToolResult
+from runs_app.models import Run, Schedule
+from runs_app.waiting import wait_for_terminal
+
+MAX_WAIT_SECS = 300
+SPAWN_DEFAULT_WAIT_SECS = 30
+SERVICE_STATUS = {"invalid": 400, "not_found": 404, "forbidden": 403, "conflict": 409}
+# Admission codes of the tool functions -> HTTP status (SPEC §10). A provider build failure
+# ("error") is a tool that ran and answered success=false, hence 200.
+ADMISSION_STATUS = {
+    "ok": 200,
+    "error": 200,
+    "pending": 202,
+    "accepted": 202,
+    "invalid": 400,
+    "policy": 403,
+    "not_found": 404,
+    "budget": 429,
+}
+RESULT_ACTIONS = ("check_result", "list_results", "cancel_task", "await_sessions")
+
+RUN_ID = OpenApiParameter("run_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+TASK_ID = OpenApiParameter("task_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+APPROVAL_ID = OpenApiParameter("approval_id", OpenApiTypes.INT, OpenApiParameter.PATH)
+SCHEDULE_ID = OpenApiParameter("schedule_id", OpenApiTypes.INT, OpenApiParameter.PATH)
+ERROR = OpenApiResponse(OpenApiTypes.OBJECT, description='{"detail", "code"} or {"errors": [...]}')
+TOOL_RESPONSES: dict[int, Any] = {code: out.ToolResultSerializer for code in (200, 202, 400, 403, 404, 429)}
+
+
+log = logging.getLogger(__name__)
+
+
+def off_server_thread(view: Callable[..., HttpResponseBase]) -> Callable[..., Any]:
+    """For views that may block for seconds (`wait`, await_sessions).
+
+    Under ASGI, Django runs every sync view on one shared thread, so a view that waits would
+    stall every other request; this one runs on a thread of its own instead. Under WSGI it
+    stays on the request's thread (and the test client's database connection)."""
+
+    def call_and_close(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            return view(request, *args, **kwargs)
+        finally:
+            connections.close_all()  # this thread's connections, opened for this request only
+
+    @functools.wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if isinstance(request, ASGIRequest):
+            return await sync_to_async(call_and_close, thread_sensitive=False)(request, *args, **kwargs)
+        return await sync_to_async(view)(request, *args, **kwargs)
+
+    return wrapper
+
+
+def sse_event(event: dict[str, Any]) -> bytes:
+    return f"id: {event['id']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+def stream_response(
+    produce: Callable[[threading.Event], Iterator[bytes]], *, asgi: bool
+) -> Iterator[bytes] | AsyncIterator[bytes]:
+    """The body of a long-lived stream written by a blocking generator.
+
+    Under WSGI the generator is the body. Under ASGI a sync iterator would be read to its end
+    before anything is sent, so a thread of its own runs the generator and hands each chunk
+    to the event loop; the thread stops when the client goes away."""
+    stop = threading.Event()
+    if not asgi:
+        return produce(stop)
+
+    async def relay() -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def pump() -> None:
+            chunks = produce(stop)
+            try:
+                for chunk in chunks:
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+                    if stop.is_set():
+                        break
+            except RuntimeError:
+                pass  # the event loop closed under us: nobody is listening any more
+            except Exception:
+                log.exception("event stream failed")
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+                connections.close_all()
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, None)
+                except RuntimeError:
+                    pass
+
+        threading.Thread(target=pump, name="clawboard-sse", daemon=True).start()
+        try:
+            while (chunk := await queue.get()) is not None:
+                yield chunk
+        finally:
+            stop.set()
+
+    return relay()
+
+
+class ServiceRefusal(APIException):
+    """A `RunServiceError` as an HTTP error with its message and code."""
+
+    def __init__(self, exc: services.RunServiceError) -> None:
+        self.status_code = SERVICE_STATUS.get(exc.code, 400)
+        super().__init__(detail=exc.message, code=exc.code)
+
+
+class ReadViewerWriteOperator(BasePermission):
+    message = "You need the operator role."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if request.method in SAFE_METHODS:
+            self.message = IsViewer.message
+            return has_role(request.user, "viewer")
+        return has_role(request.user, "operator")
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Lets `Accept: text/event-stream` through content negotiation; the stream itself is a
+    StreamingHttpResponse, so this only renders error bodies, as one `error` event."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        return f"event: error\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+
+def _run_or_404(run_id: str) -> Run:
+    run = selectors.run_get(run_id)
+    if run is None:
+        raise NotFound(f"No run '{run_id}'.")
+    return run
+
+
+def _validated(
+    serializer_class: type[serializers.Serializer[Any]], data: Any, **kwargs: Any
+) -> dict[str, Any]:
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _run_data(run: Run) -> dict[str, Any]:
+    return dict(out.RunSerializer(run).data)
+
+
+# -- tool calls on behalf of a run (spawn, delegate) ------------------------------------------
+
+
+def _tool_response(result: ToolResult | dict[str, Any], http_status: int, **extra: Any) -> Response:
+    body = result.as_dict() if isinstance(result, ToolResult) else dict(result)
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return Response(body, status=http_status)
+
+
+def _tool_body(request: Request, default_wait: float) -> tuple[dict[str, Any], float] | Response:
+    """The tool input and `wait`, or a 400 tool result saying what is wrong with the body."""
+    try:
+        data = request.data
+    except (ParseError, UnsupportedMediaType) as exc:
+        return _tool_response(ToolResult.fail(str(exc.detail)), 400)
+    if not isinstance(data, dict):
+        return _tool_response(ToolResult.fail("The request body must be a JSON object"), 400)
+    body = dict(data)
+    wait = body.pop("wait", default_wait)
+    if wait is None:
+        wait = default_wait
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT_SECS:
+        return _tool_response(
+            ToolResult.fail(f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECS}"), 400
+        )
+    return body, float(wait)
+
+
+def _result_limit(caller: Run) -> int:
+    from runs_app.engine.frozen import FrozenPolicy
+
+    try:
+        return FrozenPolicy.from_json(caller.policy).runtime.effective_max_tool_result_chars
+    except (KeyError, TypeError, ValueError):
+        return 6000
+
+
+def _admission_response(admission: Any, wait: float, caller: Run) -> Response:
+    """The HTTP answer to a spawn/delegate admission: the tool result at once, or after the
+    sync child(ren) finished within `wait`, or 202 with the child run(s) still going."""
+    from runs_app.engine.settle import child_result, parallel_result
+
+    parallel = bool(admission.children)
+    children: list[Run] = list(admission.children or ([admission.child] if admission.child else []))
+    ids = [str(c.pk) for c in children]
+    id_fields: dict[str, Any] = {"run_ids": ids} if parallel else {"run_id": ids[0] if ids else None}
+    if admission.result is not None:
+        return _tool_response(admission.result, ADMISSION_STATUS.get(admission.code, 200), **id_fields)
+    if not children:
+        return _tool_response(ToolResult.fail("The tool admitted no child run"), 200)
+    finished = wait > 0 and wait_for_terminal(ids, wait)
+    if not finished:
+        current = dict(Run.objects.filter(pk__in=ids).values_list("pk", "status"))
+        state = "running" if parallel else str(current.get(children[0].pk, children[0].status))
+        return _tool_response({"success": True, "output": "", "error": None}, 202, **id_fields, status=state)
+    fresh = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
+    ordered = [fresh[c.pk] for c in children]
+    limit = _result_limit(caller)
+    if parallel:
+        return _tool_response(parallel_result(ordered, limit), 200, **id_fields)
+    child = ordered[0]
+    return _tool_response(child.tool_result or child_result(child, limit), 200, **id_fields)
+
+
+def _results_response(result: ToolResult) -> Response:
+    from runs_app.engine.delegate import _answer
+
+    return _tool_response(result, ADMISSION_STATUS.get(_answer(result).code, 200))
+
+
+def _cancel_task(task_id: Any, caller: Run | None, user: Any) -> Response:
+    from runs_app.engine.results import cancel_task
+
+    try:
+        return _results_response(cancel_task(task_id, caller, user=user))
+    except services.RunServiceError as exc:
+        return _tool_response(ToolResult.fail(exc.message), SERVICE_STATUS.get(exc.code, 400))
+
+
+class SpawnInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """Documentation only: the tool checks its own input, with the exact messages of SPEC §5."""
+
+    prompt = serializers.CharField()
+    background = serializers.BooleanField(required=False, default=False)
+    task_name = serializers.CharField(required=False)
+    label = serializers.CharField(required=False)  # type: ignore[assignment]
+    context = serializers.ChoiceField(choices=["isolated", "fork"], required=False)  # type: ignore[assignment]
+    wait = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_WAIT_SECS, help_text="seconds to wait for a sync child"
+    )
+
+
+class DelegateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """Documentation only: the tool checks its own input, with the exact messages of SPEC §6."""
+
+    action = serializers.ChoiceField(
+        choices=["delegate", *RESULT_ACTIONS], required=False, default="delegate"
+    )
+    agent = serializers.CharField(required=False)
+    prompt = serializers.CharField(required=False)
+    context = serializers.CharField(required=False)  # type: ignore[assignment]
+    background = serializers.BooleanField(required=False, default=False)
+    parallel = serializers.ListField(child=serializers.CharField(), required=False)
+    task_id = serializers.UUIDField(required=False)
+    task_ids = serializers.ListField(child=serializers.UUIDField(), required=False)
+    timeout_ms = serializers.IntegerField(required=False, min_value=0, max_value=120000)
+    wait = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_WAIT_SECS, help_text="seconds to wait for sync children"
+    )
+
+
+class RunSpawnApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="runs_spawn",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=SpawnInputSerializer,
+        responses=TOOL_RESPONSES,
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        from runs_app.engine.spawn import spawn_subagent
+
+        parsed = _tool_body(request, SPAWN_DEFAULT_WAIT_SECS)
+        if isinstance(parsed, Response):
+            return parsed
+        args, wait = parsed
+        run = selectors.run_get(run_id)
+        if run is None:
+            return _tool_response(ToolResult.fail(f"No run '{run_id}'"), 404)
+        admission = spawn_subagent(parent=run, args=args, parent_call=None, via_api=True, user=request.user)
+        return _admission_response(admission, wait, caller=run)
+
+
+class RunDelegateApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="runs_delegate",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=DelegateInputSerializer,
+        responses=TOOL_RESPONSES,
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        from runs_app.engine import results
+        from runs_app.engine.delegate import delegate_tool
+
+        parsed = _tool_body(request, SPAWN_DEFAULT_WAIT_SECS)
+        if isinstance(parsed, Response):
+            return parsed
+        args, wait = parsed
+        run = selectors.run_get(run_id)
+        if run is None:
+            return _tool_response(ToolResult.fail(f"No run '{run_id}'"), 404)
+        action = args.get("action")
+        if action == "check_result":
+            return _results_response(results.check_result(args.get("task_id"), run))
+        if action == "list_results":
+            return _results_response(results.list_results(run))
+        if action == "cancel_task":
+            return _cancel_task(args.get("task_id"), run, request.user)
+        if action == "await_sessions":
+            return _results_response(results.await_sessions_blocking(args, caller=run))
+        admission = delegate_tool(caller=run, args=args, parent_call=None, via_api=True, user=request.user)
+        return _admission_response(admission, wait, caller=run)
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+class RunPageSerializer(serializers.Serializer[dict[str, Any]]):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = out.RunSerializer(many=True)
+
+
+class RunPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
+class RunListApi(APIView):
+    """GET: runs, newest first (filters, limit/offset). POST: start a top-level run."""
+
+    permission_classes = [ReadViewerWriteOperator]
+    parser_classes = [JSONParser]
+
+    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
+        status = serializers.CharField(required=False, help_text="one status or several, comma-separated")
+        agent = serializers.CharField(required=False, max_length=64)
+        kind = serializers.ChoiceField(choices=Run.Kind.choices, required=False)
+        root = serializers.UUIDField(required=False)  # type: ignore[assignment]
+        since = serializers.DateTimeField(required=False)
+
+        class Meta:
+            ref_name = "RunListFilter"
+
+        def validate_status(self, value: str) -> list[str]:
+            statuses = [s.strip() for s in value.split(",") if s.strip()]
+            unknown = [s for s in statuses if s not in Run.Status.values]
+            if unknown:
+                raise serializers.ValidationError(
+                    f"Unknown status '{unknown[0]}'. Use one of: {', '.join(Run.Status.values)}"
+                )
+            return statuses
+
+    class InputSerializer(serializers.Serializer[dict[str, Any]]):
+        agent = serializers.CharField(max_length=64)
+        prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
+        context = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)  # type: ignore[assignment]
+        wait = serializers.FloatField(
+            required=False, min_value=0, max_value=MAX_WAIT_SECS, default=0, help_text="seconds"
+        )
+        idempotency_key = serializers.CharField(required=False, allow_null=True, max_length=200)
+
+        class Meta:
+            ref_name = "RunStartInput"
+
+    @extend_schema(
+        operation_id="runs_list",
+        tags=["runs"],
+        parameters=[
+            FilterSerializer,
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses={200: RunPageSerializer, 400: ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        filters = _validated(self.FilterSerializer, request.query_params)
+        paginator = RunPagination()
+        page = paginator.paginate_queryset(selectors.run_list(filters), request, view=self)
+        return paginator.get_paginated_response(out.RunSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="runs_start",
+        tags=["runs"],
+        request=InputSerializer,
+        responses={201: out.RunSerializer, 400: ERROR, 403: ERROR, 404: ERROR},
+    )
+    def post(self, request: Request) -> Response:
+        data = _validated(self.InputSerializer, request.data)
+        start = {
+            "agent": data["agent"],
+            "prompt": data["prompt"],
+            "context": data["context"],
+            "user": request.user,
+            "idempotency_key": data.get("idempotency_key") or None,
+        }
+        try:
+            try:
+                run = services.run_start(**start)
+            except IntegrityError:
+                # Two requests with one idempotency key raced; the other one created the run.
+                run = services.run_start(**start)
+        except services.RunServiceError as exc:
+            raise ServiceRefusal(exc) from exc
+        if data["wait"] > 0:
+            wait_for_terminal([run.pk], data["wait"])
+            run = _run_or_404(str(run.pk))
+        return Response(_run_data(run), status=status.HTTP_201_CREATED)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(
+        operation_id="runs_retrieve",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        responses={200: out.RunSerializer, 404: ERROR},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(_run_data(_run_or_404(run_id)))
+
+
+class RunTreeApi(APIView):
+    @extend_schema(
+        operation_id="runs_tree",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        responses={200: OpenApiTypes.OBJECT, 404: ERROR},
+        description="The whole tree of the run's root; every node has `subtree` usage sums and `children`.",
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        try:
+            return Response(selectors.run_tree(run.root_id or run.pk))
+        except Run.DoesNotExist as exc:
+            raise NotFound(f"No run '{run_id}'.") from exc
+
+
+class RunTranscriptApi(APIView):
+    @extend_schema(
+        operation_id="runs_transcript",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        responses={200: OpenApiTypes.OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(selectors.run_transcript(_run_or_404(run_id)))
+
+
+EVENT_BATCH = 500
+KEEPALIVE_SECS = 15.0
+RECHECK_SECS = 1.0
+
+
+def event_stream(run: Run, after: int, timeout: float, stop: threading.Event) -> Iterator[bytes]:
+    """SSE chunks of the run's event log after `after`, live, until every run it covers is
+    terminal, `timeout` seconds pass, or `stop` is set (the client went away)."""
+    root_id = str(run.root_id or run.pk)
+    wake = threading.Event()
+
+    def listener(event: dict[str, Any]) -> None:
+        if event.get("root_id") == root_id:
+            wake.set()
+
+    events.add_listener(listener)
+    try:
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        last = after
+        while not stop.is_set():
+            wake.clear()
+            # Read "finished" before the events: the terminal event commits with the status.
+            finished = selectors.run_events_finished(run)
+            batch = list(selectors.run_events(run, after=last, limit=EVENT_BATCH))
+            for event in batch:
+                yield sse_event(events.event_json(event))
+                last = event.id
+            if len(batch) == EVENT_BATCH:
+                continue
+            now = time.monotonic()
+            if batch:
+                quiet_since = now
+            if finished or now >= deadline:
+                return
+            if now - quiet_since >= KEEPALIVE_SECS:
+                yield b": keep-alive\n\n"
+                quiet_since = now
+            wake.wait(min(deadline - now, RECHECK_SECS))
+    finally:
+        events.remove_listener(listener)
+
+
+class RunEventsApi(APIView):
+    """The run's event log (the whole tree's for a root run): JSON, or live Server-Sent Events
+    with `Accept: text/event-stream`."""
+
+    renderer_classes = [renderers.JSONRenderer, renderers.BrowsableAPIRenderer, EventStreamRenderer]
+
+    class QuerySerializer(serializers.Serializer[dict[str, Any]]):
+        after = serializers.IntegerField(required=False, min_value=0, default=0)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=5000, default=1000)
+        timeout = serializers.FloatField(
+            required=False, min_value=0, max_value=3600, default=60, help_text="SSE only: seconds"
+        )
+
+        class Meta:
+            ref_name = "RunEventsQuery"
+
+    @extend_schema(
+        operation_id="runs_events",
+        tags=["runs"],
+        parameters=[RUN_ID, QuerySerializer],
+        responses={
+            (200, "application/json"): out.EventSerializer(many=True),
+            (200, "text/event-stream"): OpenApiTypes.STR,
+            404: ERROR,
+        },
+    )
+    def get(self, request: Request, run_id: str) -> HttpResponseBase:
+        query = _validated(self.QuerySerializer, request.query_params)
+        run = _run_or_404(run_id)
+        if getattr(request.accepted_renderer, "format", "") != "sse":
+            rows = selectors.run_events(run, after=query["after"], limit=query["limit"])
+            return Response([events.event_json(e) for e in rows])
+        after = query["after"]
+        last_event_id = request.headers.get("Last-Event-ID", "").strip()
+        if last_event_id:
+            if not last_event_id.isdigit():
+                raise ParseError("Last-Event-ID must be an event id")
+            after = int(last_event_id)
+        asgi = isinstance(request._request, ASGIRequest)
+        response = StreamingHttpResponse(
+            stream_response(lambda stop: event_stream(run, after, query["timeout"], stop), asgi=asgi),
+            content_type="text/event-stream",
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+class RunCancelApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="runs_cancel",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=None,
+        responses={200: out.CancelResultSerializer, 403: ERROR, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        try:
+            changed = services.run_cancel(run=run, user=request.user)
+        except services.RunServiceError as exc:
+            raise ServiceRefusal(exc) from exc
+        return Response({"cancelled": changed, "run": _run_data(_run_or_404(run_id))})
+
+
+class RunSteerApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    class InputSerializer(serializers.Serializer[dict[str, Any]]):
+        # Length and blankness are the service's to judge, with its exact messages.
+        message = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, default="")
+
+        class Meta:
+            ref_name = "RunSteerInput"
+
+    @extend_schema(
+        operation_id="runs_steer",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=InputSerializer,
+        responses={202: out.SteerResultSerializer, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        data = _validated(self.InputSerializer, request.data)
+        run = _run_or_404(run_id)
+        try:
+            steer = services.run_steer(run=run, user=request.user, message=data["message"])
+        except services.RunServiceError as exc:
+            raise ServiceRefusal(exc) from exc
+        return Response(
+            {
+                "id": steer.pk,
+                "run_id": str(run.pk),
+                "message": steer.text,
+                "created_at": steer.created_at.isoformat(),
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class RunContinueApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    class InputSerializer(serializers.Serializer[dict[str, Any]]):
+        prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+        class Meta:
+            ref_name = "RunContinueInput"
+
+    @extend_schema(
+        operation_id="runs_continue",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=InputSerializer,
+        responses={201: out.RunSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        data = _validated(self.InputSerializer, request.data)
+        run = _run_or_404(run_id)
+        try:
+            new = services.run_continue(run=run, user=request.user, prompt=data["prompt"])
+        except services.RunServiceError as exc:
+            raise ServiceRefusal(exc) from exc
+        return Response(_run_data(new), status=status.HTTP_201_CREATED)
+
+
+class RunResumeApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="runs_resume",
+        tags=["runs"],
+        parameters=[RUN_ID],
+        request=None,
+        responses={201: out.RunSerializer, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = _run_or_404(run_id)
+        try:
+            new = services.run_resume(run=run, user=request.user)
+        except services.RunServiceError as exc:
+            raise ServiceRefusal(exc) from exc
+        return Response(_run_data(new), status=status.HTTP_201_CREATED)
+
+
+# -- approvals ----------------------------------------------------------------------------------
+
+
+def _approval_or_404(approval_id: str) -> Any:
+    approval = selectors.approval_get(approval_id)
+    if approval is None:
+        raise NotFound(f"No approval '{approval_id}'.")
+    return approval
+
+
+class ApprovalListApi(APIView):
+    class FilterSerializer(serializers.Serializer[dict[str, Any]]):
+        status = serializers.ChoiceField(choices=["pending", "approved", "denied"], required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
+
+        class Meta:
+            ref_name = "ApprovalListFilter"
+
+    @extend_schema(
+        operation_id="approvals_list",
+        tags=["approvals"],
+        parameters=[FilterSerializer],
+        responses={200: out.ApprovalSerializer(many=True), 400: ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        filters = _validated(self.FilterSerializer, request.query_params)
+        return Response(selectors.approval_list(status=filters.get("status"), limit=filters["limit"]))
+
+
+def _decide(request: Request, approval_id: str, *, approve: bool, reason: str = "") -> Response:
+    approval = _approval_or_404(approval_id)
+    try:
+        decided = services.approval_decide(
+            approval=approval, user=request.user, approve=approve, reason=reason
+        )
+    except services.RunServiceError as exc:
+        raise ServiceRefusal(exc) from exc
+    fresh = selectors.approval_get(decided.pk)
+    return Response(selectors.approval_json(fresh or decided))
+
+
+class ApprovalApproveApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="approvals_approve",
+        tags=["approvals"],
+        parameters=[APPROVAL_ID],
+        request=None,
+        responses={200: out.ApprovalSerializer, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, approval_id: str) -> Response:
+        return _decide(request, approval_id, approve=True)
+
+
+class ApprovalDenyApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    class InputSerializer(serializers.Serializer[dict[str, Any]]):
+        reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+
+        class Meta:
+            ref_name = "ApprovalDenyInput"
+
+    @extend_schema(
+        operation_id="approvals_deny",
+        tags=["approvals"],
+        parameters=[APPROVAL_ID],
+        request=InputSerializer,
+        responses={200: out.ApprovalSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, approval_id: str) -> Response:
+        data = _validated(self.InputSerializer, request.data)
+        return _decide(request, approval_id, approve=False, reason=data["reason"])
+
+
+# -- background delegate results ----------------------------------------------------------------
+
+
+class ResultListApi(APIView):
+    @extend_schema(
+        operation_id="results_list",
+        tags=["results"],
+        responses={200: out.ToolResultSerializer},
+        description="list_results over every background delegate task.",
+    )
+    def get(self, request: Request) -> Response:
+        from runs_app.engine.results import list_results
+
+        return _results_response(list_results(None))
+
+
+class ResultDetailApi(APIView):
+    @extend_schema(
+        operation_id="results_retrieve",
+        tags=["results"],
+        parameters=[TASK_ID],
+        responses={code: out.ToolResultSerializer for code in (200, 400, 404)},
+        description="check_result of one background delegate task.",
+    )
+    def get(self, request: Request, task_id: str) -> Response:
+        from runs_app.engine.results import check_result
+
+        return _results_response(check_result(task_id, None))
+
+
+class ResultCancelApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        operation_id="results_cancel",
+        tags=["results"],
+        parameters=[TASK_ID],
+        request=None,
+        responses={code: out.ToolResultSerializer for code in (200, 400, 403, 404)},
+        description="cancel_task: only the task's creator or an admin may cancel it.",
+    )
+    def post(self, request: Request, task_id: str) -> Response:
+        return _cancel_task(task_id, None, request.user)
+
+
+class ResultAwaitApi(APIView):
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser]
+
+    class InputSerializer(serializers.Serializer[dict[str, Any]]):
+        """Documentation only: await_sessions checks its own input (SPEC §6.3 messages)."""
+
+        task_ids = serializers.ListField(child=serializers.UUIDField(), min_length=1, max_length=128)
+        timeout_ms = serializers.IntegerField(required=False, min_value=0, max_value=120000, default=30000)
+
+        class Meta:
+            ref_name = "ResultAwaitInput"
+
+    @extend_schema(
+        operation_id="results_await",
+        tags=["results"],
+        request=InputSerializer,
+        responses={code: out.ToolResultSerializer for code in (200, 400)},
+        description="await_sessions: blocks until the tasks settle or timeout_ms passes.",
+    )
+    def post(self, request: Request) -> Response:
+        from runs_app.engine.results import await_sessions_blocking
+
+        try:
+            data = request.data
+        except (ParseError, UnsupportedMediaType) as exc:
+            return _tool_response(ToolResult.fail(str(exc.detail)), 400)
+        if not isinstance(data, dict):
+            return _tool_response(ToolResult.fail("The request body must be a JSON object"), 400)
+        return _results_response(await_sessions_blocking(dict(data), caller=None))
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+def _schedule_or_404(schedule_id: str) -> Schedule:
+    schedule = (
+        Schedule.objects.select_related("created_by").filter(pk=schedule_id).first()
+        if schedule_id.isdigit()
+        else None
+    )
+    if schedule is None:
+        raise NotFound(f"No schedule '{schedule_id}'.")
+    return schedule
+
+
+class ScheduleListApi(APIView):
+    permission_classes = [ReadViewerWriteOperator]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="schedules_list", tags=["schedules"], responses=out.ScheduleSerializer(many=True)
+    )
+    def get(self, request: Request) -> Response:
+        rows = Schedule.objects.select_related("created_by").order_by("name", "id")
+        return Response(out.ScheduleSerializer(rows, many=True).data)
+
+    @extend_schema(
+        operation_id="schedules_create",
+        tags=["schedules"],
+        request=out.ScheduleSerializer,
+        responses={201: out.ScheduleSerializer, 400: ERROR},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = out.ScheduleSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        schedule = serializer.save(created_by=request.user)
+        return Response(out.ScheduleSerializer(schedule).data, status=status.HTTP_201_CREATED)
+
+
+class ScheduleDetailApi(APIView):
+    permission_classes = [ReadViewerWriteOperator]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="schedules_retrieve",
+        tags=["schedules"],
+        parameters=[SCHEDULE_ID],
+        responses={200: out.ScheduleSerializer, 404: ERROR},
+    )
+    def get(self, request: Request, schedule_id: str) -> Response:
+        return Response(out.ScheduleSerializer(_schedule_or_404(schedule_id)).data)
+
+    def _update(self, request: Request, schedule_id: str, *, partial: bool) -> Response:
+        schedule = _schedule_or_404(schedule_id)
+        serializer = out.ScheduleSerializer(schedule, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        return Response(out.ScheduleSerializer(serializer.save()).data)
+
+    @extend_schema(
+        operation_id="schedules_update",
+        tags=["schedules"],
+        parameters=[SCHEDULE_ID],
+        request=out.ScheduleSerializer,
+        responses={200: out.ScheduleSerializer, 400: ERROR, 404: ERROR},
+    )
+    def put(self, request: Request, schedule_id: str) -> Response:
+        return self._update(request, schedule_id, partial=False)
+
+    @extend_schema(
+        operation_id="schedules_partial_update",
+        tags=["schedules"],
+        parameters=[SCHEDULE_ID],
+        request=out.ScheduleSerializer,
+        responses={200: out.ScheduleSerializer, 400: ERROR, 404: ERROR},
+    )
+    def patch(self, request: Request, schedule_id: str) -> Response:
+        return self._update(request, schedule_id, partial=True)
+
+    @extend_schema(
+        operation_id="schedules_destroy",
+        tags=["schedules"],
+        parameters=[SCHEDULE_ID],
+        responses={204: None, 404: ERROR},
+    )
+    def delete(self, request: Request, schedule_id: str) -> Response:
+        _schedule_or_404(schedule_id).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
