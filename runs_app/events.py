@@ -40,6 +40,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "run.lost",
 )
 
+EVENT_LOCK_SPACE = 4242  # first key of the advisory locks that order a tree's events
+
 # In-process listeners (await_sessions, REST `wait`): called after commit with each event.
 _listeners: list[Callable[[dict[str, Any]], None]] = []
 _listeners_lock = threading.Lock()
@@ -82,12 +84,28 @@ def event_json(event: RunEvent) -> dict[str, Any]:
 def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
     """Persist one event now (inside the caller's transaction) and publish it on commit."""
     assert type_ in EVENT_TYPES, type_
+    root_id = run.root_id or run.pk
+    _order_events_of(root_id)
     event = RunEvent.objects.create(
-        run_id=run.pk, root_id=run.root_id or run.pk, type=type_, at=timezone.now(), data=data or {}
+        run_id=run.pk, root_id=root_id, type=type_, at=timezone.now(), data=data or {}
     )
     payload = event_json(event)
     transaction.on_commit(lambda: publish(payload), robust=True)
     return event
+
+
+def _order_events_of(root_id: Any) -> None:
+    """Within one tree, make commit order follow id order.
+
+    PostgreSQL hands out ids at insert time, so two transactions could commit their events
+    out of id order, and a subscriber that resumes "after id N" would skip the late one. A
+    transaction-scoped advisory lock per tree serialises event writers of that tree until
+    commit. SQLite already serialises every writer."""
+    conn = transaction.get_connection()
+    if conn.vendor != "postgresql":
+        return
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, str(root_id)])
 
 
 def publish(payload: dict[str, Any]) -> None:

@@ -4,10 +4,11 @@ The model's tool calls, REST and the dashboard all come through these functions.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents_app.models import Agent
@@ -23,6 +24,7 @@ from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, Schedule, Steer
 
 MAX_STEER_CHARS = 4000
+log = logging.getLogger(__name__)
 
 
 class RunServiceError(Exception):
@@ -73,24 +75,31 @@ def run_start(
             return existing
     row, policy = agent_policy(agent)
     spec = row.to_spec()
-    with transaction.atomic():
-        return create_run(
-            agent=agent,
-            kind=kind,
-            prompt=prompt,
-            context=context,
-            policy=policy,
-            tools=filter_tools(ALL_TOOLS, policy.risk),
-            tracker_key=agent,
-            workspace=agent_workspace(spec),
-            memory_agent=agent,
-            system_prompt=spec.system_prompt,
-            created_by=owner,
-            idempotency_key=idempotency_key if owner is not None else None,
-            history=history,
-            continued_from=continued_from,
-            first_message=first_message,
-        )
+    try:
+        with transaction.atomic():
+            return create_run(
+                agent=agent,
+                kind=kind,
+                prompt=prompt,
+                context=context,
+                policy=policy,
+                tools=filter_tools(ALL_TOOLS, policy.risk),
+                tracker_key=agent,
+                workspace=agent_workspace(spec),
+                memory_agent=agent,
+                system_prompt=spec.system_prompt,
+                created_by=owner,
+                idempotency_key=idempotency_key if owner is not None else None,
+                history=history,
+                continued_from=continued_from,
+                first_message=first_message,
+            )
+    except IntegrityError:
+        # Two requests with one idempotency key raced: the other one created the run.
+        existing = Run.objects.filter(created_by=owner, idempotency_key=idempotency_key).first()
+        if idempotency_key and existing is not None:
+            return existing
+        raise
 
 
 def _descendants(run: Run) -> list[Run]:
@@ -260,7 +269,11 @@ def schedules_fire_due(now: datetime | None = None) -> list[Run]:
     started: list[Run] = []
     for schedule in Schedule.objects.filter(enabled=True):
         base = schedule.last_run_at or schedule.created_at
-        due = croniter(schedule.cron, base).get_next(datetime)
+        try:
+            due = croniter(schedule.cron, base).get_next(datetime)
+        except (ValueError, KeyError) as exc:  # one bad expression must not stop the others
+            log.warning("schedule %s has an invalid cron expression %r: %s", schedule.pk, schedule.cron, exc)
+            continue
         if due > now:
             continue
         with transaction.atomic():
