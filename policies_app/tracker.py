@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from typing import TypedDict
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
@@ -32,8 +32,12 @@ class TrackerUsage(TypedDict):
 
 
 def _locked_tracker(key: str) -> Tracker:
-    tracker, _ = Tracker.objects.get_or_create(key=key)
-    return Tracker.objects.select_for_update().get(pk=tracker.pk)
+    """The tracker row, locked for this transaction on PostgreSQL (SQLite's IMMEDIATE
+    transactions already hold the database's write lock, so a second SELECT would add nothing)."""
+    tracker = Tracker.objects.get_or_create(key=key)[0]
+    if connection.vendor == "postgresql":
+        return Tracker.objects.select_for_update().get(pk=tracker.pk)
+    return tracker
 
 
 def _today(now: datetime | None) -> date:
@@ -49,10 +53,11 @@ def tracker_record_action(*, key: str, max_actions_per_hour: int, now: datetime 
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
         window_start = at - WINDOW
-        TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
         if TrackerAction.objects.filter(tracker=tracker, at__gt=window_start).count() >= max_actions_per_hour:
             raise BudgetExhausted(RATE_LIMIT_ACTIONS)
         TrackerAction.objects.create(tracker=tracker, at=at)
+        if at.second == 0:  # prune the expired window now and then, not on every record
+            TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
 
 
 def _cost_on(key: str, day: date) -> float:

@@ -97,6 +97,8 @@ class Run(models.Model):
     via_api = models.BooleanField(default=False)
     # Held back by [delegate].max_concurrent_runs; retried when a slot frees.
     deferred = models.BooleanField(default=False)
+    # A steer or an announce waits to be delivered before the next model turn.
+    has_inbox = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -190,6 +190,7 @@ def run_steer(*, run: Run, user: Any, message: str) -> Steer:
         raise RunServiceError(f"Run is already {run.status}", "conflict")
     with transaction.atomic():
         steer = Steer.objects.create(run=run, text=message, created_by=user)
+        Run.objects.filter(pk=run.pk).update(has_inbox=True)
         events.emit(run, "run.steered", {"message": message, "by": user.get_username()})
     return steer
 

@@ -35,7 +35,23 @@ def subtree_output_tokens(run_id: Any) -> int:
 def output_budget_refusal(run: Run) -> str | None:
     """The refusal when this run's or an ancestor's `max_output_tokens` budget is spent: each
     budget covers the run that holds it and all its descendants (SPEC §2.3)."""
-    node: Run | None = run
+    holders = (run.policy or {}).get("budget_holders")
+    if holders is not None:
+        for holder_id in holders:
+            holder = (
+                run
+                if str(holder_id) == str(run.pk)
+                else Run.objects.filter(pk=holder_id).only("policy").first()
+            )
+            budget = int(
+                ((holder.policy or {}) if holder else {}).get("runtime", {}).get("max_output_tokens") or 0
+            )
+            if budget:
+                used = subtree_output_tokens(holder_id)
+                if used >= budget:
+                    return msg.output_budget(used, budget)
+        return None
+    node: Run | None = run  # runs created before budget_holders existed
     while node is not None:
         budget = int((node.policy or {}).get("runtime", {}).get("max_output_tokens") or 0)
         if budget:

@@ -95,6 +95,17 @@ def create_run(
 ) -> Run:
     """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit."""
     run_id = uuid.uuid4()
+    policy_json = policy.to_json()
+    parent_policy = (parent.policy or {}) if parent is not None else {}
+    # Precomputed so the hot path reads them from the run itself: the runs whose output-token
+    # budget this run spends against (itself and ancestors with one), and how many characters
+    # of its text its parent accepts.
+    holders = list(parent_policy.get("budget_holders", []))
+    if policy.runtime.max_output_tokens:
+        holders.append(str(run_id))
+    policy_json["budget_holders"] = holders
+    parent_runtime = parent_policy.get("runtime") or {}
+    policy_json["result_chars"] = int(parent_runtime.get("max_tool_result_chars") or 0) or 6000
     now = timezone.now()
     run = Run(
         id=run_id,
@@ -112,7 +123,7 @@ def create_run(
         label=label,
         prompt=prompt,
         context=context,
-        policy=policy.to_json(),
+        policy=policy_json,
         tools=list(tools),
         tracker_key=tracker_key,
         workspace=workspace,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from policies_app.models import DelegateSettings
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
 from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
-from runs_app.engine import heartbeat, store
+from runs_app.engine import heartbeat, inline, settle, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
 from runs_app.engine.frozen import FrozenPolicy
@@ -48,6 +49,25 @@ SELF_CHECKING: frozenset[str] = frozenset({"spawn_subagent"})
 
 
 def advance_run(run_id: Any) -> None:
+    """Advance a run, then keep this worker busy with the run its step made runnable (a sync
+    child it spawned, or the parent its end woke), without a round trip through the broker."""
+    next_id: Any = run_id
+    hops = 0
+    while next_id is not None and hops < MAX_INLINE_HOPS:
+        with inline.slot() as slot:
+            _advance_one(next_id)
+        next_id = slot.run_id
+        hops += 1
+    if next_id is not None:
+        from runs_app.tasks import advance_run as task
+
+        task.delay(str(next_id))
+
+
+MAX_INLINE_HOPS = 10_000
+
+
+def _advance_one(run_id: Any) -> None:
     run = claim(run_id)
     if run is None:
         return
@@ -62,14 +82,31 @@ def advance_run(run_id: Any) -> None:
         heartbeat.release(run.pk)
 
 
+_limit_cache: tuple[float, int] = (0.0, 8)
+
+
+def _max_concurrent_runs() -> int:
+    """[delegate].max_concurrent_runs, re-read at most once a second."""
+    global _limit_cache
+    now = time.monotonic()
+    if now - _limit_cache[0] > 1.0:
+        row = DelegateSettings.objects.filter(pk=1).only("max_concurrent_runs").first()
+        _limit_cache = (now, row.max_concurrent_runs if row else DelegateSettings().max_concurrent_runs)
+    return _limit_cache[1]
+
+
 def claim(run_id: Any) -> Run | None:
     """Take a queued run (conditional UPDATE: a duplicated task message claims nothing)."""
+    limit = _max_concurrent_runs()
     with transaction.atomic():
-        settings_row, _ = DelegateSettings.objects.get_or_create(pk=1)
-        # Serialise claims on PostgreSQL; SQLite's IMMEDIATE transactions already do.
-        DelegateSettings.objects.select_for_update().filter(pk=1).first()
-        if Run.objects.filter(status=Run.Status.RUNNING).count() >= settings_row.max_concurrent_runs:
-            Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True)
+        if connection.vendor == "postgresql":
+            # Serialise claims so the running count below is exact; SQLite's IMMEDIATE
+            # transactions already serialise every writer.
+            DelegateSettings.objects.get_or_create(pk=1)
+            DelegateSettings.objects.select_for_update().filter(pk=1).first()
+        if Run.objects.filter(status=Run.Status.RUNNING).count() >= limit:
+            if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
+                settle.deferrals_seen = True
             return None
         now = timezone.now()
         if not Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
@@ -106,9 +143,10 @@ class Stepper:
     def step(self) -> bool:
         """Advance one model turn. False when the run finished or must wait."""
         run = self.run
-        status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
-        if status != Run.Status.RUNNING:
+        row = Run.objects.filter(pk=run.pk).values_list("status", "has_inbox").first()
+        if row is None or row[0] != Run.Status.RUNNING:
             raise Stopped
+        run.has_inbox = row[1]
         if self._last_turn_has_calls():
             if not self._fold_tool_results():
                 return False
@@ -145,7 +183,9 @@ class Stepper:
 
     def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
         store.forget(self.run.pk)
-        run_finish(self.run.pk, status=status, output=output, error=error, owner=heartbeat.WORKER_ID)
+        run_finish(
+            self.run.pk, status=status, output=output, error=error, owner=heartbeat.WORKER_ID, run=self.run
+        )
         return False
 
     # -- the model --------------------------------------------------------------------------
@@ -166,8 +206,7 @@ class Stepper:
 
     def _call_model(self) -> ModelReply | None:
         run = self.run
-        with transaction.atomic():
-            events.emit(run, "model.request", {"turn": run.turns, "provider": run.provider_ref})
+        requested_at = timezone.now()
         request = ChatRequest(
             messages=list(self.transcript.messages),
             tools=tool_specs(run.tools) if run.agentic else [],
@@ -201,6 +240,16 @@ class Stepper:
                 heartbeat_at=timezone.now(),
             )
             if updated:
+                # Written with the response (one commit per turn), stamped with the time of the call.
+                events.emit(
+                    run,
+                    "model.request",
+                    {
+                        "turn": run.turns,
+                        "provider": run.provider_ref,
+                        "requested_at": requested_at.isoformat(),
+                    },
+                )
                 store.append(
                     run.pk, self.transcript, ChatMessage("assistant", reply.text, list(reply.tool_calls))
                 )
@@ -463,6 +512,10 @@ class Stepper:
 
     def _deliver_inbox(self) -> None:
         run = self.run
+        if not run.has_inbox:
+            return
+        Run.objects.filter(pk=run.pk).update(has_inbox=False)  # before reading: a later one re-sets it
+        run.has_inbox = False
         steers = list(Steer.objects.filter(run=run, delivered=False))
         announces = list(Announce.objects.filter(parent=run, delivered=False).order_by("created_at", "pk"))
         if not steers and not announces:

@@ -30,11 +30,18 @@ STATUS_WORDS = {"completed": "completed", "failed": "failed", "timed_out": "time
 
 
 def enqueue(run_id: Any) -> None:
-    """Ask a worker to advance this run once the current transaction commits."""
+    """Ask a worker to advance this run once the current transaction commits: this worker,
+    right after its current step, when it has nothing queued yet (see `inline`)."""
+    from runs_app.engine import inline
     from runs_app.tasks import advance_run
 
     rid = str(run_id)
-    transaction.on_commit(lambda: advance_run.delay(rid), robust=True)
+
+    def send() -> None:
+        if not inline.take(rid):
+            advance_run.delay(rid)
+
+    transaction.on_commit(send, robust=True)
 
 
 def _parent_runtime_chars(parent: Run) -> int:
@@ -107,22 +114,41 @@ def parallel_result(children: list[Run], limit: int) -> dict[str, Any]:
     return {"success": ok, "output": output, "error": None if ok else "One or more parallel agents failed"}
 
 
+def _result_chars(run: Run) -> int:
+    chars = (run.policy or {}).get("result_chars")
+    if chars:
+        return int(chars)
+    return _parent_runtime_chars(run.parent) if run.parent_id and run.parent else 6000
+
+
 def run_finish(
-    run_id: Any, *, status: str, output: str = "", error: str = "", owner: str | None = None
+    run_id: Any,
+    *,
+    status: str,
+    output: str = "",
+    error: str = "",
+    owner: str | None = None,
+    run: Run | None = None,
 ) -> bool:
-    """Move a run to a terminal state and settle everything that depends on it. Idempotent."""
+    """Move a run to a terminal state and settle everything that depends on it. Idempotent.
+
+    `run`: the caller's up-to-date copy (the engine's), which saves reading it back."""
     assert status in TERMINAL_STATUSES
     with transaction.atomic():
+        if run is None:
+            run = Run.objects.filter(pk=run_id).first()
+            if run is None:
+                return False
+        now = timezone.now()
+        run.status, run.output, run.error, run.finished_at = status, output, error, now
+        run.tool_result = child_result(run, _result_chars(run))
         qs = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES)
         if owner is not None:
             qs = qs.filter(owner=owner)
-        now = timezone.now()
-        if not qs.update(status=status, output=output, error=error, finished_at=now, owner=""):
+        if not qs.update(
+            status=status, output=output, error=error, finished_at=now, owner="", tool_result=run.tool_result
+        ):
             return False
-        run = Run.objects.get(pk=run_id)
-        limit = _parent_runtime_chars(run.parent) if run.parent_id and run.parent else 6000
-        run.tool_result = child_result(run, limit)
-        Run.objects.filter(pk=run.pk).update(tool_result=run.tool_result)
         events.emit(
             run,
             f"run.{status}",
@@ -180,7 +206,8 @@ def lock_run(run_id: Any) -> None:
     """Serialise the "does this run still wait?" decisions on its row (PostgreSQL; SQLite's
     IMMEDIATE transactions already serialise writers): the run going `waiting` and a settle
     or approval waking it never miss each other."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    if transaction.get_connection().vendor == "postgresql":
+        list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
 
 
 def wake_if_ready(run: Run) -> bool:
@@ -232,6 +259,7 @@ def _background_done(child: Run) -> None:
                 child=child, defaults={"parent": parent, "text": announce_text(child)}
             )
             if created:
+                Run.objects.filter(pk=parent.pk).update(has_inbox=True)
                 events.emit(
                     parent, "run.announce", {"child_id": str(child.pk), "session_key": child.session_key}
                 )
@@ -260,8 +288,15 @@ def _wake_waiters(parent: Run) -> None:
                 complete_call(call, outcome)
 
 
+# Set when this process held a run back for max_concurrent_runs; the reaper's sweep kicks
+# runs held back by other processes.
+deferrals_seen = False
+
+
 def kick_queue() -> None:
     """A run left `running`: let deferred queued runs (held back by max_concurrent_runs) try again."""
+    if not deferrals_seen:
+        return
 
     def kick() -> None:
         from runs_app.tasks import advance_run
