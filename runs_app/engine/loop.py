@@ -139,6 +139,8 @@ class Stepper:
                 pass
         except Stopped:
             store.forget(self.run.pk)
+            with transaction.atomic():
+                store.flush(self.transcript)  # the transcript is kept whatever the ending
 
     def step(self) -> bool:
         """Advance one model turn. False when the run finished or must wait."""
@@ -183,9 +185,16 @@ class Stepper:
 
     def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
         store.forget(self.run.pk)
-        run_finish(
-            self.run.pk, status=status, output=output, error=error, owner=heartbeat.WORKER_ID, run=self.run
-        )
+        with transaction.atomic():
+            store.flush(self.transcript)
+            run_finish(
+                self.run.pk,
+                status=status,
+                output=output,
+                error=error,
+                owner=heartbeat.WORKER_ID,
+                run=self.run,
+            )
         return False
 
     # -- the model --------------------------------------------------------------------------
@@ -299,30 +308,42 @@ class Stepper:
                 immediate[i] = ToolResult.fail(f"Tool '{call.name}' is not available to this agent")
             elif needs_approval(risk, call.name):
                 row.wait_kind = "approval"
+            elif call.name in ("spawn_subagent", "delegate"):
+                row.wait_kind = "children"  # the usual wait; admission changes it if need be
             seen.add(key)
             rows.append(row)
         with transaction.atomic():
-            ToolCall.objects.bulk_create(rows)
-            if any(r.pk is None for r in rows):  # backends without RETURNING
-                by_pos = {c.position: c for c in ToolCall.objects.filter(run=run, turn=turn)}
-                rows = [by_pos[r.position] for r in rows]
-            for i, row in enumerate(rows):
-                events.emit(
-                    run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments}
-                )
-                if i in immediate:
-                    row.run = run
-                    self._complete(row, immediate[i])
-                elif row.wait_kind == "approval":
-                    approval = Approval.objects.create(tool_call=row, run=run)
-                    events.emit(
-                        run,
-                        "approval.requested",
-                        {"approval_id": approval.pk, "call_id": row.call_id, "name": row.name,
-                         "arguments": row.arguments},
-                    )  # fmt: skip
-        ready = [r for i, r in enumerate(rows) if i not in immediate and r.wait_kind != "approval"]
+            rows = self._record_calls(rows, immediate, turn)
+            ready = [r for i, r in enumerate(rows) if i not in immediate and r.wait_kind != "approval"]
+            if not any(r.name in LOCAL_TOOLS for r in ready):
+                # Nothing to run outside a transaction: admit children and wait in this commit.
+                return self._execute(ready)
         return self._execute(ready)
+
+    def _record_calls(
+        self, rows: list[ToolCall], immediate: dict[int, ToolResult], turn: int
+    ) -> list[ToolCall]:
+        run = self.run
+        ToolCall.objects.bulk_create(rows)
+        if any(r.pk is None for r in rows):  # backends without RETURNING
+            by_pos = {c.position: c for c in ToolCall.objects.filter(run=run, turn=turn)}
+            rows = [by_pos[r.position] for r in rows]
+        for i, row in enumerate(rows):
+            events.emit(
+                run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments}
+            )
+            if i in immediate:
+                row.run = run
+                self._complete(row, immediate[i])
+            elif row.wait_kind == "approval":
+                approval = Approval.objects.create(tool_call=row, run=run)
+                events.emit(
+                    run,
+                    "approval.requested",
+                    {"approval_id": approval.pk, "call_id": row.call_id, "name": row.name,
+                     "arguments": row.arguments},
+                )  # fmt: skip
+        return rows
 
     def _execute(self, rows: list[ToolCall]) -> bool:
         """Run local tools (outside any transaction), then admit spawn/delegate calls and decide
@@ -370,6 +391,7 @@ class Stepper:
         ):
             raise Stopped
         events.emit(run, "run.waiting", {"status": status, "pending": pending["n"]})
+        store.flush(self.transcript)
         store.keep(run.pk, self.transcript)
         kick_queue()
         return False
@@ -398,7 +420,7 @@ class Stepper:
             self._complete(row, adm.result)
         elif adm.wait_kind:
             ToolCall.objects.filter(pk=row.pk).update(wait_kind=adm.wait_kind, deadline=adm.deadline)
-        else:
+        elif row.wait_kind != "children":
             ToolCall.objects.filter(pk=row.pk).update(wait_kind="children")
 
     # -- local tools ------------------------------------------------------------------------
@@ -507,7 +529,8 @@ class Stepper:
                 content = (
                     result.get("output", "") if result.get("success") else f"Error: {result.get('error')}"
                 )
-                store.append(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))
+                store.stage(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))
+            store.flush(self.transcript)  # one INSERT for the turn's results
         return True
 
     def _deliver_inbox(self) -> None:

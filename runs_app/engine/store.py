@@ -23,6 +23,7 @@ class Transcript:
     next_seq: int = 0
     provider: Any = None  # the built provider, reused while the run stays in this process
     provider_ref: str = ""
+    unsaved: list[Message] = field(default_factory=list)  # staged rows, written with the next write
 
 
 _cache: OrderedDict[str, Transcript] = OrderedDict()
@@ -64,9 +65,8 @@ def forget(run_id: Any) -> None:
         _cache.pop(str(run_id), None)
 
 
-def append(run_id: Any, transcript: Transcript, message: ChatMessage) -> Message:
-    """Persist one message (inside the caller's transaction) and add it to the in-memory copy."""
-    row = Message.objects.create(
+def _row(run_id: Any, transcript: Transcript, message: ChatMessage) -> Message:
+    row = Message(
         run_id=run_id,
         seq=transcript.next_seq,
         role=message.role,
@@ -76,4 +76,27 @@ def append(run_id: Any, transcript: Transcript, message: ChatMessage) -> Message
     )
     transcript.messages.append(message)
     transcript.next_seq += 1
+    return row
+
+
+def stage(run_id: Any, transcript: Transcript, message: ChatMessage) -> None:
+    """Add a message now and write it with the run's next write (`flush`). For messages that
+    can be derived again from stored facts (tool results from their ToolCall rows), so losing
+    the staged copy in a crash loses nothing."""
+    transcript.unsaved.append(_row(run_id, transcript, message))
+
+
+def flush(transcript: Transcript) -> None:
+    """Write the staged messages (inside the caller's transaction)."""
+    if transcript.unsaved:
+        Message.objects.bulk_create(transcript.unsaved)
+        transcript.unsaved = []
+
+
+def append(run_id: Any, transcript: Transcript, message: ChatMessage) -> Message:
+    """Persist one message (inside the caller's transaction), after any staged ones, and add
+    it to the in-memory copy."""
+    row = _row(run_id, transcript, message)
+    transcript.unsaved.append(row)
+    flush(transcript)
     return row
