@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from typing import Any
 
 from celery.apps.worker import Worker
+from celery.platforms import SecurityWarning
 
 from zeroclaw_site.celery import app
 
 log = logging.getLogger(__name__)
+# The embedded worker runs as whoever runs `make run` (root in a container): nothing to warn about.
+warnings.filterwarnings("ignore", category=SecurityWarning)
 
 
 class EmbeddedWorker(Worker):
