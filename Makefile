@@ -32,7 +32,13 @@ pytest: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# Browser tests, in their own pytest process (pyproject's addopts leave tests/e2e out of `pytest`).
+# Debian's chromium only: never a browser downloaded by Playwright.
+e2e: $(STAMP)
+	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
+	$(BIN)/pytest tests/e2e -p no:cacheprovider
+
+test: lint typecheck pytest e2e
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache

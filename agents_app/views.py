@@ -238,6 +238,8 @@ def entry_delete_view(request: HttpRequest, kind_name: str, key: str) -> HttpRes
         plan, new = plan_delete(snap, kind=kind.name, key=key)
     except EntryNotFound as exc:
         raise Http404(str(exc)) from exc
+    if kind.name == "agents":  # the plan lists the references scrubbed; say what goes first
+        plan = [f"remove agents.{key}", *plan]
     errors = validate_snapshot(new)
     if request.method == "POST" and not errors:
         entry_delete(kind=kind.name, key=key, user=request.user)
@@ -257,7 +259,7 @@ def delegation_graph(snap: ConfigSnapshot) -> dict[str, Any]:
 
     aliases = list(snap.agents)
     n = max(1, len(aliases))
-    radius = 60 + 40 * n
+    radius = 60 + 28 * n
     size = 2 * radius + 220
     nodes = []
     pos: dict[str, tuple[float, float]] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 CHILDREN_PAGE = 50
 ACTIVE = ("queued", "running", "waiting", "awaiting_approval")
@@ -52,7 +53,7 @@ def node_head(n: dict[str, Any], *, oob: bool = False) -> str:
         '<span class="agent">{}</span>{} <span class="meta">{}</span> {} '
         '<span class="meta tokens" id="run-{}-tokens">{}</span> {}</div>',
         rid,
-        ' hx-swap-oob="true"' if oob else "",
+        mark_safe(' hx-swap-oob="true"') if oob else "",
         rid,
         rid,
         n["status"],
@@ -121,6 +122,17 @@ def children_batch(node: dict[str, Any], offset: int) -> str:
     if rest > 0:
         html += more_button(node["id"], offset + len(batch), rest)
     return html
+
+
+def index(root: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every node of the tree by run id (one walk, for looking up many nodes)."""
+    found: dict[str, dict[str, Any]] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        found[node["id"]] = node
+        stack.extend(node["children"])
+    return found
 
 
 def find(root: dict[str, Any], run_id: str) -> dict[str, Any] | None:

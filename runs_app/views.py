@@ -12,6 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
@@ -191,10 +193,12 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
     root_id = run.root_id or run.pk
-    tree = selectors.run_tree(root_id)
+    # The last event id first, the tree second: an event committed in between is then replayed
+    # by the socket (harmless) instead of being skipped as already seen (a lost update).
     last_event = (
         RunEvent.objects.filter(root_id=root_id).order_by("-id").values_list("id", flat=True).first() or 0
     )
+    tree = selectors.run_tree(root_id)
     return render(
         request,
         "runs/run_page.html",
@@ -227,14 +231,14 @@ def run_nodes(request: HttpRequest, root_id: Any) -> HttpResponse:
     """Live refresh: for `ids`, the header (out-of-band) of nodes already on the page, and for
     `new`, whole nodes to insert under their parent (the page's live.js places them)."""
     root = _run_or_404(root_id)
-    tree = selectors.run_tree(root.root_id or root.pk)
+    nodes = tree_html.index(selectors.run_tree(root.root_id or root.pk))
     parts: list[str] = []
     for rid in [i for i in request.GET.get("ids", "").split(",") if i][:200]:
-        node = tree_html.find(tree, rid)
+        node = nodes.get(rid)
         if node is not None:
             parts.append(tree_html.node_head(node, oob=True))
     for rid in [i for i in request.GET.get("new", "").split(",") if i][:200]:
-        node = tree_html.find(tree, rid)
+        node = nodes.get(rid)
         if node is not None:
             parts.append(f'<template data-new-node="{rid}" data-parent="{node["parent_id"] or ""}">')
             parts.append(tree_html.node_html(node))
@@ -265,13 +269,18 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
     )
 
 
+def _safe_next(request: HttpRequest, default: str) -> str:
+    """The form's `next`, when it is a path on this site (never an open redirect)."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts=None) and target.startswith("/"):
+        return target
+    return default
+
+
 def _back(request: HttpRequest, run: Run) -> HttpResponse:
     if request.htmx:  # type: ignore[attr-defined]
         return HttpResponse(status=204)
-    target = request.POST.get("next", "")
-    if target.startswith("/") and not target.startswith("//"):
-        return redirect(target)
-    return redirect(f"/runs/{run.root_id or run.pk}/")
+    return redirect(_safe_next(request, f"/runs/{run.root_id or run.pk}/"))
 
 
 @operator_required
@@ -280,11 +289,14 @@ def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
     try:
         n = run_cancel(run=run, user=request.user)
-        messages.success(request, f"Cancelled {n} run(s).")
     except RunServiceError as exc:
-        messages.error(request, exc.message)
         if exc.code == "forbidden":
             return HttpResponse(exc.message, status=403)
+        if not request.htmx:  # type: ignore[attr-defined]  # htmx: the live page shows the state
+            messages.error(request, exc.message)
+        return _back(request, run)
+    if not request.htmx:  # type: ignore[attr-defined]
+        messages.success(request, f"Cancelled {n} run(s).")
     return _back(request, run)
 
 
@@ -352,6 +364,7 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
     approval = selectors.approval_get(approval_id)
     if approval is None or decision not in ("approve", "deny"):
         raise Http404("No such approval")
+    notice, error = "", ""
     try:
         approval_decide(
             approval=approval,
@@ -359,14 +372,27 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
             approve=decision == "approve",
             reason=request.POST.get("reason", ""),
         )
-        messages.success(
-            request, f"Approval {approval_id} {'approved' if decision == 'approve' else 'denied'}."
-        )
+        notice = f"Approval {approval_id} {'approved' if decision == 'approve' else 'denied'}."
     except RunServiceError as exc:
-        messages.error(request, exc.message)
-    if request.htmx:  # type: ignore[attr-defined]
-        return render(request, "runs/_approvals.html", _approvals_context())
-    return redirect(request.POST.get("next") or "/approvals/")
+        error = exc.message
+    if request.htmx:  # type: ignore[attr-defined]  # answered in place: no flash for a later page
+        if request.POST.get("fragment") == "node":  # the inline form of a run page node
+            return HttpResponse(
+                format_html(
+                    '<p class="{}" id="node-approval-{}">{}</p>',
+                    "error" if error else "muted",
+                    approval_id,
+                    error or notice,
+                )
+            )
+        return render(
+            request, "runs/_approvals.html", {**_approvals_context(), "notice": notice, "error": error}
+        )
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, notice)
+    return redirect(_safe_next(request, "/approvals/"))
 
 
 # -- background tasks ---------------------------------------------------------------------------

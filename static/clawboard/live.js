@@ -14,7 +14,11 @@
     timer: null,
     retry: 0,
     received: 0,
+    orphans: new Map(), // new node id -> placement attempts while its parent is not on the page
   };
+  // A new node whose parent is not drawn (it sits beyond a "Show more children" button) is
+  // tried this many times, then left to the parent's own "show more" batch.
+  const MAX_ORPHAN_TRIES = 20;
   const dot = document.getElementById("live-dot");
   const label = document.getElementById("live-text");
 
@@ -100,7 +104,13 @@
       const id = tpl.dataset.newNode;
       if (document.getElementById("run-" + id)) return;
       const parent = document.getElementById("run-" + tpl.dataset.parent + "-children");
-      if (!parent) { state.fresh.add(id); return; } // its parent arrives first; retry
+      if (!parent) { // its parent is on its way (retry), or not drawn at all (give up)
+        const tries = (state.orphans.get(id) || 0) + 1;
+        state.orphans.set(id, tries);
+        if (tries < MAX_ORPHAN_TRIES) state.fresh.add(id);
+        return;
+      }
+      state.orphans.delete(id);
       const frag = tpl.content.cloneNode(true);
       const more = parent.querySelector(":scope > li.more");
       parent.insertBefore(frag, more);
@@ -121,7 +131,11 @@
       else if (data.event) apply(data.event);
       else if (data.id && data.type) apply(data);
     };
-    ws.onclose = () => {
+    ws.onclose = (event) => {
+      if (event.code >= 4400 && event.code < 4500) { // 4401 logged out, 4403 no role, 4404 no run
+        setLive(false, "disconnected (" + event.code + "): reload the page");
+        return;
+      }
       setLive(false, "reconnecting…");
       state.retry = Math.min(state.retry + 1, 6);
       setTimeout(connect, 250 * 2 ** (state.retry - 1));
