@@ -187,6 +187,7 @@ class Approval(models.Model):
         PENDING = "pending"
         APPROVED = "approved"
         DENIED = "denied"
+        CANCELLED = "cancelled"  # the run ended (cancelled, timed out, lost) before a decision
 
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")

@@ -21,7 +21,7 @@ from django.utils import timezone
 from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine.frozen import FrozenPolicy
-from runs_app.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Announce, Run, ToolCall
+from runs_app.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Announce, Approval, Run, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,10 @@ def run_finish(
             status=status, output=output, error=error, finished_at=now, owner="", tool_result=run.tool_result
         ):
             return False
+        # A run that ended no longer waits for anyone: its open questions leave the inbox.
+        Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).update(
+            status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
+        )
         events.emit(
             run,
             f"run.{status}",

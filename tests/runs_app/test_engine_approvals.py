@@ -203,3 +203,20 @@ def test_bounded_delegate_keeps_the_targets_always_ask() -> None:
     approval_decide(approval=Approval.objects.get(run=child), user=user, approve=True)
     run = wait_for(run.pk)
     assert run.output == "got: [Agent 'helper' (scripted/helper-1, agentic)]\nhelper: hello"
+
+
+def test_cancelling_a_run_closes_its_pending_approvals() -> None:
+    setup([ECHO], 'always_ask = ["shell"]')
+    user = make_user()
+    run = paused(start("boss", "go"))
+    approval = Approval.objects.get(run=run)
+    from runs_app.services import run_cancel
+
+    run_cancel(run=Run.objects.get(pk=run.pk), user=None, check_owner=False)
+    approval.refresh_from_db()
+    assert approval.status == "cancelled"
+    assert approval.reason == "run cancelled before a decision"
+    with pytest.raises(RunServiceError) as refused:
+        approval_decide(approval=approval, user=user, approve=True)
+    assert refused.value.message == f"Approval {approval.pk} was already cancelled"
+    assert not Approval.objects.filter(status="pending").exists()
