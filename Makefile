@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install demo clean
+.PHONY: run test lint typecheck pytest e2e distributed install demo clean screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,17 @@ e2e: $(STAMP)
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 	$(BIN)/pytest tests/e2e -p no:cacheprovider
 
-test: lint typecheck pytest e2e
+# Scale-out mode against the PostgreSQL and Redis on 127.0.0.1, with real worker and daphne
+# processes (its own pytest process: tests/distributed/pytest.ini). Skips with a reason when the
+# services are absent, except under CI=true, where it fails.
+distributed: $(STAMP)
+	$(BIN)/pytest tests/distributed
+
+test: lint typecheck pytest e2e distributed
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache
+
+# Refresh the operator guide's pictures (docs/screenshots) from a real browser run.
+screenshots: $(STAMP)
+	UPDATE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e -p no:cacheprovider

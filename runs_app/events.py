@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -94,18 +95,32 @@ def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
     return event
 
 
-def _order_events_of(root_id: Any) -> None:
-    """Within one tree, make commit order follow id order.
+def lock_tree(root_id: Any) -> None:
+    """Serialise the writers of one run tree until the end of the current transaction.
 
-    PostgreSQL hands out ids at insert time, so two transactions could commit their events
-    out of id order, and a subscriber that resumes "after id N" would skip the late one. A
-    transaction-scoped advisory lock per tree serialises event writers of that tree until
-    commit. SQLite already serialises every writer."""
+    Two reasons. PostgreSQL hands out event ids at insert time, so two transactions could
+    commit a tree's events out of id order, and a subscriber resuming "after id N" would skip
+    the late one. And settling siblings, waking a parent and the parent going to wait must see
+    each other's effects. The lock is a transaction-scoped advisory lock per tree, and every
+    engine transaction takes it FIRST, before any row lock, so the order of locks is always
+    the same (no deadlock). Re-entrant within a transaction. SQLite already serialises every
+    writer, so there it does nothing."""
     conn = transaction.get_connection()
     if conn.vendor != "postgresql":
         return
     with conn.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, str(root_id)])
+
+
+_order_events_of = lock_tree
+
+
+@contextmanager
+def tree_tx(root_id: Any) -> Iterator[None]:
+    """`transaction.atomic()` holding the tree's lock from its first statement."""
+    with transaction.atomic():
+        lock_tree(root_id)
+        yield
 
 
 def publish(payload: dict[str, Any]) -> None:

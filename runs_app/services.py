@@ -126,7 +126,7 @@ def run_cancel(*, run: Run, user: Any = None, check_owner: bool = True) -> int:
     if run.status in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is already {run.status}", "conflict")
     changed = 0
-    with transaction.atomic():
+    with events.tree_tx(run.root_id or run.pk):
         if run_finish(run.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_DIRECT):
             changed += 1
         for child in _descendants(run):
@@ -148,19 +148,19 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
     if not has_role(user, "operator"):
         raise RunServiceError("Only operators and admins may decide approvals.", "forbidden")
     status = Approval.Status.APPROVED if approve else Approval.Status.DENIED
-    with transaction.atomic():
+    with events.tree_tx(approval.run.root_id or approval.run_id):
         lock_run(approval.run_id)
         now = timezone.now()
+        run_status = Run.objects.filter(pk=approval.run_id).values_list("status", flat=True).first()
+        if run_status in TERMINAL_STATUSES:
+            raise RunServiceError(
+                f"Run is already {run_status}; its approvals can no longer be decided", "conflict"
+            )
         if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
             status=status, decided_by=user, decided_at=now, reason=reason
         ):
             current = Approval.objects.get(pk=approval.pk)
             raise RunServiceError(f"Approval {approval.pk} was already {current.status}", "conflict")
-        run_status = Run.objects.filter(pk=approval.run_id).values_list("status", flat=True).first()
-        if run_status in TERMINAL_STATUSES:  # the decision above is rolled back with this error
-            raise RunServiceError(
-                f"Run is already {run_status}; its approvals can no longer be decided", "conflict"
-            )
         approval.refresh_from_db()
         run = approval.run
         events.emit(
@@ -188,7 +188,7 @@ def run_steer(*, run: Run, user: Any, message: str) -> Steer:
         raise RunServiceError(f"Message too long ({len(message)} chars, max {MAX_STEER_CHARS}).", "invalid")
     if run.status in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is already {run.status}", "conflict")
-    with transaction.atomic():
+    with events.tree_tx(run.root_id or run.pk):
         steer = Steer.objects.create(run=run, text=message, created_by=user)
         Run.objects.filter(pk=run.pk).update(has_inbox=True)
         events.emit(run, "run.steered", {"message": message, "by": user.get_username()})

@@ -127,7 +127,9 @@ if CHANNEL_LAYER_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CHANNEL_LAYER_URL]},
+            # redis-py's default socket timeout (5 s) equals channels_redis's blocking read, so a
+            # quiet websocket's receive() would time out and drop the socket; wait longer.
+            "CONFIG": {"hosts": [{"address": CHANNEL_LAYER_URL, "socket_timeout": 15}]},
         }
     }
 else:

@@ -24,6 +24,7 @@ from policies_app.policy import (
 )
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec
 from policies_app.tracker import BudgetExhausted
+from runs_app import events
 from runs_app.engine import results
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import agent_workspace, create_run
@@ -264,7 +265,7 @@ def _single(
         return unavailable
     target = snap.agents[target_alias]
     policy = _caller_policy(caller)
-    with transaction.atomic():
+    with events.tree_tx(caller.root_id or caller.pk):  # tree lock first: see events.lock_tree
         spent = _spend(caller, policy, 1)
         if spent:
             return spent
@@ -340,7 +341,7 @@ def _parallel(
     if unavailable:
         return unavailable
     policy = _caller_policy(caller)
-    with transaction.atomic():
+    with events.tree_tx(caller.root_id or caller.pk):  # tree lock first: see events.lock_tree
         spent = _spend(caller, policy, len(names))
         if spent:
             return spent

@@ -100,6 +100,8 @@ def claim(run_id: Any) -> Run | None:
     limit = _max_concurrent_runs()
     with transaction.atomic():
         if connection.vendor == "postgresql":
+            root = Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
+            events.lock_tree(root or run_id)
             # Serialise claims so the running count below is exact; SQLite's IMMEDIATE
             # transactions already serialise every writer.
             DelegateSettings.objects.get_or_create(pk=1)
@@ -129,6 +131,7 @@ class Stopped(Exception):
 class Stepper:
     def __init__(self, run: Run) -> None:
         self.run = run
+        self.root_id = run.root_id or run.pk
         self.policy = FrozenPolicy.from_json(run.policy)
         self.transcript = store.load(run.pk)
 
@@ -139,7 +142,7 @@ class Stepper:
                 pass
         except Stopped:
             store.forget(self.run.pk)
-            with transaction.atomic():
+            with events.tree_tx(self.root_id):
                 store.flush(self.transcript)  # the transcript is kept whatever the ending
 
     def step(self) -> bool:
@@ -185,7 +188,7 @@ class Stepper:
 
     def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
         store.forget(self.run.pk)
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             store.flush(self.transcript)
             run_finish(
                 self.run.pk,
@@ -236,7 +239,7 @@ class Stepper:
             reply.tool_calls = []
         spec = self.policy.chain.get(reply.provider_ref, self.policy.provider)
         cost = cost_cents(spec, reply.usage)
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             updated = Run.objects.filter(
                 pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID
             ).update(
@@ -312,7 +315,7 @@ class Stepper:
                 row.wait_kind = "children"  # the usual wait; admission changes it if need be
             seen.add(key)
             rows.append(row)
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             rows = self._record_calls(rows, immediate, turn)
             ready = [r for i, r in enumerate(rows) if i not in immediate and r.wait_kind != "approval"]
             if not any(r.name in LOCAL_TOOLS for r in ready):
@@ -361,11 +364,11 @@ class Stepper:
                 results[row.pk] = self._run_local(row)
         # What the local tools did is recorded even if the run stops right after; a refusal
         # of the wait below must only undo admissions of children, never these results.
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             for row in local:
                 row.run = self.run
                 self._complete(row, results[row.pk])
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             for row in rows:
                 if row.name not in LOCAL_TOOLS:
                     row.run = self.run
@@ -518,12 +521,12 @@ class Stepper:
                     return False
                 continue
             if any(c.status == ToolCall.Status.PENDING for c in calls):
-                with transaction.atomic():
+                with events.tree_tx(self.root_id):
                     if not self._wait_or_continue():
                         return False
                 continue  # settled or approved while we looked: look again
             break
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             for c in sorted(calls, key=lambda c: c.position):
                 result = c.result or {}
                 content = (
@@ -543,7 +546,7 @@ class Stepper:
         announces = list(Announce.objects.filter(parent=run, delivered=False).order_by("created_at", "pk"))
         if not steers and not announces:
             return
-        with transaction.atomic():
+        with events.tree_tx(self.root_id):
             for a in announces:
                 store.append(run.pk, self.transcript, ChatMessage("user", a.text))
             for s in steers:

@@ -139,6 +139,7 @@ def run_finish(
             run = Run.objects.filter(pk=run_id).first()
             if run is None:
                 return False
+        events.lock_tree(run.root_id or run.pk)
         now = timezone.now()
         run.status, run.output, run.error, run.finished_at = status, output, error, now
         run.tool_result = child_result(run, _result_chars(run))
@@ -188,7 +189,7 @@ def _settle_call(call_id: int) -> None:
 
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
     """Mark a pending tool call done (at most once) and wake its run if nothing else is pending."""
-    with transaction.atomic():
+    with events.tree_tx(call.run.root_id or call.run_id):
         if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
             status=ToolCall.Status.DONE, result=result
         ):
@@ -216,7 +217,7 @@ def lock_run(run_id: Any) -> None:
 
 def wake_if_ready(run: Run) -> bool:
     """Queue a waiting run again once nothing blocks it. True when it was queued."""
-    with transaction.atomic():
+    with events.tree_tx(run.root_id or run.pk):
         lock_run(run.pk)
         if blocking_calls(run.pk).exists():
             return False

@@ -14,6 +14,7 @@ from django.db import transaction
 from agents_app.models import Agent
 from policies_app.policy import readonly_refusal, subagent_registry
 from policies_app.tracker import BudgetExhausted
+from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import create_run
@@ -84,7 +85,7 @@ def spawn_subagent(
     if risk.level == "readonly":
         return refuse(readonly_refusal("spawn_subagent"), "policy")
 
-    with transaction.atomic():
+    with events.tree_tx(parent.root_id or parent.pk):  # tree lock first: see events.lock_tree
         try:
             spend_action(key=parent.tracker_key, runtime=runtime)
         except BudgetExhausted as exc:

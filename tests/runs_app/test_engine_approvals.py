@@ -218,5 +218,5 @@ def test_cancelling_a_run_closes_its_pending_approvals() -> None:
     assert approval.reason == "run cancelled before a decision"
     with pytest.raises(RunServiceError) as refused:
         approval_decide(approval=approval, user=user, approve=True)
-    assert refused.value.message == f"Approval {approval.pk} was already cancelled"
+    assert refused.value.message == "Run is already cancelled; its approvals can no longer be decided"
     assert not Approval.objects.filter(status="pending").exists()

@@ -453,4 +453,4 @@ def test_deciding_an_approval_of_a_finished_run_is_refused() -> None:
         approval_decide(approval=approval, user=user, approve=True)
     assert refused.value.code == "conflict"
     assert refused.value.message == "Run is already cancelled; its approvals can no longer be decided"
-    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert Approval.objects.get(pk=approval.pk).status == "cancelled"  # closed when the run ended
