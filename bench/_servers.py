@@ -267,6 +267,7 @@ class Server:
                 "SECURE_SSL_REDIRECT": "false",
                 "LOG_LEVEL": "WARNING",
                 "PYTHONUNBUFFERED": "1",
+                "CLAWBOARD_RUN_RATE": "off",  # a load test measures the server, not the throttle
             }
         )
         if self.mode == "scale-out":

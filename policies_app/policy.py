@@ -98,8 +98,9 @@ def bounded_delegate_registry(
 ) -> tuple[str, ...]:
     """The caller is the ceiling: an empty result means NO tools, never "unrestricted"."""
     ceiling = filter_tools(caller_registry, caller_risk)
-    return _without(filter_tools(ceiling, target_risk), "delegate")
+    # model_switch belongs to top-level runs only (SPEC §7).
+    return _without(filter_tools(ceiling, target_risk), "delegate", "model_switch")
 
 
 def independent_delegate_registry(target_risk: RiskProfileSpec) -> tuple[str, ...]:
-    return _without(filter_tools(ALL_TOOLS, target_risk), "delegate")
+    return _without(filter_tools(ALL_TOOLS, target_risk), "delegate", "model_switch")

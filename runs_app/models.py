@@ -143,7 +143,7 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["turn", "position"]
-        indexes = [models.Index(fields=["run", "status"])]
+        indexes = [models.Index(fields=["run", "status"]), models.Index(fields=["run", "turn"])]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
@@ -270,3 +270,15 @@ class Steer(models.Model):
 
     def __str__(self) -> str:
         return f"steer {self.pk} of {self.run_id}"
+
+
+class ScriptBlob(models.Model):
+    """A scripted provider's script, stored once by content digest. A run's frozen policy refers
+    to it instead of carrying a copy, so a child costs the same however long the script is."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    script = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.digest[:12]

@@ -68,6 +68,9 @@ def run_start(
 ) -> Run:
     if not isinstance(prompt, str) or not prompt.strip():
         raise RunServiceError("Missing or empty 'prompt' parameter", "invalid")
+    for field, value in (("prompt", prompt), ("context", context)):
+        if (too_long := msg.too_long(field, value)) is not None:
+            raise RunServiceError(too_long, "invalid")
     owner = user if getattr(user, "is_authenticated", False) else None
     if idempotency_key and owner is not None:
         existing = Run.objects.filter(created_by=owner, idempotency_key=idempotency_key).first()

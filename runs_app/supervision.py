@@ -49,6 +49,7 @@ def reap_once(
     for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
         if run_finish(run.pk, status=Run.Status.LOST, error=msg.RUN_LOST):
             counts["lost"] += 1
+            cancel_descendants(run)  # nothing would ever read what they hand back
 
     for run in Run.objects.filter(
         status__in=[Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING, Run.Status.AWAITING_APPROVAL],

@@ -22,6 +22,7 @@ from agents_app.selectors import config_snapshot_get
 from agents_app.web import operator_required, viewer_required
 from policies_app.tracker import tracker_usage
 from runs_app import selectors, tree_html
+from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.settle import result_view
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
 from runs_app.services import (
@@ -173,6 +174,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @operator_required
 @require_POST
 def run_start_view(request: HttpRequest) -> HttpResponse:
+    if (refusal := dashboard_throttle(request)) is not None:
+        return refusal
     try:
         run = run_start(
             agent=request.POST.get("agent", ""),
@@ -318,6 +321,8 @@ def run_steer_view(request: HttpRequest, run_id: Any) -> HttpResponse:
 @require_POST
 def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
+    if (refusal := dashboard_throttle(request)) is not None:
+        return refusal
     try:
         new = run_resume(run=run, user=request.user)
     except RunServiceError as exc:
@@ -330,6 +335,8 @@ def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
 @require_POST
 def run_continue_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
+    if (refusal := dashboard_throttle(request)) is not None:
+        return refusal
     try:
         new = run_continue(run=run, user=request.user, prompt=request.POST.get("prompt", ""))
     except RunServiceError as exc:

@@ -14,6 +14,15 @@ def _data_dir(settings: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return data_dir
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """The run-rate counters live in the cache, and user ids repeat across tests: each test
+    starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 _worker = None
 
 

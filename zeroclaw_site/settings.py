@@ -38,6 +38,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 before anything reads it.
+    "zeroclaw_site.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -78,7 +80,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # One test database per process, so parallel test runs never share a file.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-clawboard-{os.getpid()}.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+    # Keep connections between requests and tasks (a new PostgreSQL connection per task costs
+    # more than the task); health checks drop one that died.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -101,6 +106,14 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2 * 1024 * 1024)
 
+# The cache holds the request-rate counters (DRF throttling) and nothing else: a per-process
+# LocMem cache by default; CACHE_URL (e.g. redis://127.0.0.1:6379/2) shares them across processes.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://clawboard")}
+# Runs a user may start per period (POST /runs/, spawn, delegate, continue, resume and the
+# dashboard's forms, counted together), e.g. "120/min", "5/s", "1000/hour"; "off" = no limit.
+_run_rate = env.str("CLAWBOARD_RUN_RATE", default="120/min").strip()
+CLAWBOARD_RUN_RATE: str | None = None if _run_rate.lower() in ("", "off", "none") else _run_rate
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -111,6 +124,8 @@ REST_FRAMEWORK = {
     # Depth-limited JSON: a hugely nested body is a 400, never a RecursionError.
     "DEFAULT_PARSER_CLASSES": ["agents_app.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "agents_app.api.errors.exception_handler",
+    # Read by runs_app.api.throttling.RunStartThrottle at each request (so override_settings works).
+    "DEFAULT_THROTTLE_RATES": {"runs": CLAWBOARD_RUN_RATE},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -119,6 +134,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane for agents that spawn subagents and delegate to each other.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Every operation documents the errors it can answer (401, 403, 404, 413, 415, 429, ...).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agents_app.api.schema.document_errors",
+    ],
 }
 
 # Channels: in-memory for the embedded mode, Redis for scale-out.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -40,6 +42,12 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
 
 
 def exception_handler(exc: Exception, context: Any) -> Response | None:
+    # Django's own 404 and 403 (a format no renderer serves, a get_object_or_404) get the
+    # API's shape with a code as well, like DRF's.
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
     if isinstance(exc, ConfigInvalid):
         return Response(
             {"errors": [{"field": f, "message": m} for f, m in exc.errors]}, status=exc.status_code

@@ -18,8 +18,20 @@ from agents_app.reachability import reachable
 from agents_app.selectors import config_snapshot_get
 
 
+class RosterEntrySerializer(serializers.Serializer[dict[str, Any]]):
+    agent = serializers.CharField()
+    mode = serializers.CharField(help_text="bounded or independent")
+
+
+class ToolRowSerializer(serializers.Serializer[dict[str, Any]]):
+    tool = serializers.CharField()
+    allowed = serializers.BooleanField()
+    always_ask = serializers.BooleanField()
+    auto_approve = serializers.BooleanField()
+
+
 class AgentRosterApi(APIView):
-    @extend_schema(operation_id="agents_roster", tags=["agents"], responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="agents_roster", tags=["agents"], responses=RosterEntrySerializer(many=True))
     def get(self, request: Request, alias: str) -> Response:
         snap = config_snapshot_get()
         if alias not in snap.agents:
@@ -28,7 +40,7 @@ class AgentRosterApi(APIView):
 
 
 class AgentToolsApi(APIView):
-    @extend_schema(operation_id="agents_tools", tags=["agents"], responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="agents_tools", tags=["agents"], responses=ToolRowSerializer(many=True))
     def get(self, request: Request, alias: str) -> Response:
         snap = config_snapshot_get()
         if alias not in snap.agents:
@@ -47,7 +59,10 @@ class PolicyCheckApi(APIView):
         background = serializers.BooleanField(required=False, default=False)
 
     @extend_schema(
-        operation_id="policy_check", tags=["policy"], request=InputSerializer, responses=OpenApiTypes.OBJECT
+        operation_id="policy_check",
+        tags=["policy"],
+        request=InputSerializer,
+        responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request) -> Response:
         data: dict[str, Any] = dict(self.InputSerializer(data=request.data).run_validation(request.data))

@@ -1,4 +1,6 @@
-from django.urls import URLPattern, URLResolver, include, path
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, URLResolver, include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.api import config_views as cv
 from agents_app.api import policy_views as pv
@@ -30,3 +32,13 @@ urlpatterns += [
     ),
     path("", include("runs_app.api.urls")),
 ]
+
+
+@csrf_exempt  # a POST to no endpoint is a 404, not a CSRF failure page
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """Any other URL under /api/v1/ (an id a converter did not match, a typo): the API's JSON
+    404, not the HTML page of an unmatched URL."""
+    return JsonResponse({"detail": f"No API endpoint at {request.path}", "code": "not_found"}, status=404)
+
+
+urlpatterns.append(re_path(r"^.*$", api_not_found, name="api-not-found"))

@@ -8,6 +8,7 @@ from croniter import croniter
 from rest_framework import serializers
 
 from agents_app.models import Agent
+from runs_app.engine import messages as msg
 from runs_app.models import Run, Schedule
 
 
@@ -16,6 +17,8 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     root_id = serializers.UUIDField(read_only=True, allow_null=True)
     continued_from_id = serializers.UUIDField(read_only=True, allow_null=True)
     created_by = serializers.SerializerMethodField()
+    # Blank for runs that are not delegates (the model field is blank=True).
+    mode = serializers.ChoiceField(choices=Run.Mode.choices, allow_blank=True, read_only=True)
 
     class Meta:
         model = Run
@@ -62,7 +65,7 @@ class ChainLinkSerializer(serializers.Serializer[dict[str, Any]]):
 
 class ApprovalSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["pending", "approved", "denied"])
+    status = serializers.ChoiceField(choices=["pending", "approved", "denied", "cancelled"])
     run_id = serializers.UUIDField()
     root_id = serializers.UUIDField()
     agent = serializers.CharField()
@@ -124,4 +127,6 @@ class ScheduleSerializer(serializers.ModelSerializer[Schedule]):
     def validate_prompt(self, value: str) -> str:
         if not value.strip():
             raise serializers.ValidationError("The prompt must not be blank")
+        if (too_long := msg.too_long("prompt", value)) is not None:
+            raise serializers.ValidationError(too_long)
         return value

@@ -34,6 +34,7 @@ from agents_app.api.permissions import IsOperator, IsViewer
 from agents_app.roles import has_role
 from runs_app import events, selectors, services
 from runs_app.api import serializers as out
+from runs_app.api.throttling import RunStartThrottle
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import Run, Schedule
 from runs_app.waiting import wait_for_terminal
@@ -171,6 +172,22 @@ class EventStreamRenderer(renderers.BaseRenderer):
         return f"event: error\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
+class ToolApiView(APIView):
+    """A view whose answers are tool results (SPEC §10: "the body is always the tool result"):
+    an error raised before the tool ran (401, 403, 413, 429, ...) is one as well, keeping its
+    `detail` and `code`."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
+        data = getattr(response, "data", None)
+        if isinstance(data, dict) and "success" not in data:
+            error = data.get("detail") or "; ".join(
+                f"{e.get('field')}: {e.get('message')}" for e in data.get("errors", []) if isinstance(e, dict)
+            )
+            response.data = {"success": False, "output": "", "error": str(error), **data}
+        return response
+
+
 def _run_or_404(run_id: str) -> Run:
     run = selectors.run_get(run_id)
     if run is None:
@@ -301,9 +318,10 @@ class DelegateInputSerializer(serializers.Serializer[dict[str, Any]]):
     )
 
 
-class RunSpawnApi(APIView):
+class RunSpawnApi(ToolApiView):
     permission_classes = [IsOperator]
     parser_classes = [JSONParser]
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema(
         operation_id="runs_spawn",
@@ -326,9 +344,10 @@ class RunSpawnApi(APIView):
         return _admission_response(admission, wait, caller=run)
 
 
-class RunDelegateApi(APIView):
+class RunDelegateApi(ToolApiView):
     permission_classes = [IsOperator]
     parser_classes = [JSONParser]
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema(
         operation_id="runs_delegate",
@@ -381,6 +400,7 @@ class RunListApi(APIView):
 
     permission_classes = [ReadViewerWriteOperator]
     parser_classes = [JSONParser]
+    throttle_classes = [RunStartThrottle]  # POST only
 
     class FilterSerializer(serializers.Serializer[dict[str, Any]]):
         status = serializers.CharField(required=False, help_text="one status or several, comma-separated")
@@ -433,7 +453,7 @@ class RunListApi(APIView):
         operation_id="runs_start",
         tags=["runs"],
         request=InputSerializer,
-        responses={201: out.RunSerializer, 400: ERROR, 403: ERROR, 404: ERROR},
+        responses={201: out.RunSerializer, 400: ERROR, 403: ERROR, 404: ERROR, 429: ERROR},
     )
     def post(self, request: Request) -> Response:
         data = _validated(self.InputSerializer, request.data)
@@ -561,7 +581,7 @@ class RunEventsApi(APIView):
         parameters=[RUN_ID, QuerySerializer],
         responses={
             (200, "application/json"): out.EventSerializer(many=True),
-            (200, "text/event-stream"): OpenApiTypes.STR,
+            (200, "text/event-stream"): OpenApiTypes.STR,  # see agents_app.api.schema
             404: ERROR,
         },
     )
@@ -645,6 +665,7 @@ class RunSteerApi(APIView):
 class RunContinueApi(APIView):
     permission_classes = [IsOperator]
     parser_classes = [JSONParser]
+    throttle_classes = [RunStartThrottle]
 
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
         prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
@@ -657,7 +678,7 @@ class RunContinueApi(APIView):
         tags=["runs"],
         parameters=[RUN_ID],
         request=InputSerializer,
-        responses={201: out.RunSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        responses={201: out.RunSerializer, 400: ERROR, 404: ERROR, 409: ERROR, 429: ERROR},
     )
     def post(self, request: Request, run_id: str) -> Response:
         data = _validated(self.InputSerializer, request.data)
@@ -671,13 +692,14 @@ class RunContinueApi(APIView):
 
 class RunResumeApi(APIView):
     permission_classes = [IsOperator]
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema(
         operation_id="runs_resume",
         tags=["runs"],
         parameters=[RUN_ID],
         request=None,
-        responses={201: out.RunSerializer, 404: ERROR, 409: ERROR},
+        responses={201: out.RunSerializer, 404: ERROR, 409: ERROR, 429: ERROR},
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
@@ -700,7 +722,9 @@ def _approval_or_404(approval_id: str) -> Any:
 
 class ApprovalListApi(APIView):
     class FilterSerializer(serializers.Serializer[dict[str, Any]]):
-        status = serializers.ChoiceField(choices=["pending", "approved", "denied"], required=False)
+        status = serializers.ChoiceField(
+            choices=["pending", "approved", "denied", "cancelled"], required=False
+        )
         limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
 
         class Meta:
@@ -768,7 +792,7 @@ class ApprovalDenyApi(APIView):
 # -- background delegate results ----------------------------------------------------------------
 
 
-class ResultListApi(APIView):
+class ResultListApi(ToolApiView):
     @extend_schema(
         operation_id="results_list",
         tags=["results"],
@@ -781,7 +805,7 @@ class ResultListApi(APIView):
         return _results_response(list_results(None))
 
 
-class ResultDetailApi(APIView):
+class ResultDetailApi(ToolApiView):
     @extend_schema(
         operation_id="results_retrieve",
         tags=["results"],
@@ -795,7 +819,7 @@ class ResultDetailApi(APIView):
         return _results_response(check_result(task_id, None))
 
 
-class ResultCancelApi(APIView):
+class ResultCancelApi(ToolApiView):
     permission_classes = [IsOperator]
 
     @extend_schema(
@@ -810,7 +834,7 @@ class ResultCancelApi(APIView):
         return _cancel_task(task_id, None, request.user)
 
 
-class ResultAwaitApi(APIView):
+class ResultAwaitApi(ToolApiView):
     permission_classes = [IsOperator]
     parser_classes = [JSONParser]
 

@@ -25,6 +25,7 @@ from policies_app.policy import (
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec
 from policies_app.tracker import BudgetExhausted
 from runs_app import events
+from runs_app.engine import messages as msg
 from runs_app.engine import results
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import agent_workspace, create_run
@@ -110,6 +111,9 @@ def _arguments(args: dict[str, Any], *, need_agent: bool) -> tuple[str, str, str
     if not isinstance(prompt, str) or not prompt.strip():
         return refuse("'prompt' parameter must not be empty", "invalid")
     context = args.get("context") or ""
+    for field, value in (("prompt", prompt), ("context", context)):
+        if (too_long := msg.too_long(field, value)) is not None:
+            return refuse(too_long, "invalid")
     return (
         (agent.strip() if isinstance(agent, str) else ""),
         prompt,
@@ -151,11 +155,6 @@ def _spend(caller: Run, policy: FrozenPolicy, count: int) -> Admission | None:
     return None
 
 
-def _no_model_switch(tools: Any) -> list[str]:
-    """`model_switch` is for top-level runs only (SPEC §7): a delegate runs the target's model."""
-    return [t for t in tools if t != "model_switch"]
-
-
 def _child_policy(
     snap: ConfigSnapshot, caller: Run, caller_policy: FrozenPolicy, target: AgentSpec, mode: str
 ) -> tuple[FrozenPolicy, list[str], str, str]:
@@ -167,7 +166,7 @@ def _child_policy(
     agentic = target_runtime.agentic
     if mode == "independent":
         policy = FrozenPolicy(risk=target_risk, runtime=target_runtime, provider=provider, chain=chain)
-        tools = _no_model_switch(independent_delegate_registry(target_risk)) if agentic else []
+        tools = list(independent_delegate_registry(target_risk)) if agentic else []
         return policy, tools, target.alias, agent_workspace(target)
     # Bounded: the caller is the ceiling. Its level and budget apply; a tool either side
     # gates behind an operator stays gated.
@@ -180,9 +179,7 @@ def _child_policy(
         max_actions_per_hour=caller_policy.runtime.max_actions_per_hour,
         max_cost_per_day_cents=caller_policy.runtime.max_cost_per_day_cents,
     )
-    tools = (
-        _no_model_switch(bounded_delegate_registry(caller.tools, caller_risk, target_risk)) if agentic else []
-    )
+    tools = list(bounded_delegate_registry(caller.tools, caller_risk, target_risk)) if agentic else []
     workspace = caller.workspace if caller_risk.alias == target_risk.alias else agent_workspace(target)
     policy = FrozenPolicy(risk=risk, runtime=runtime, provider=provider, chain=chain)
     return policy, tools, caller.tracker_key, workspace

@@ -4,6 +4,8 @@ stored on the run as JSON so a later configuration change never alters a run in 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import types
 import typing
 from dataclasses import dataclass
@@ -60,12 +62,12 @@ class FrozenPolicy:
             "risk": to_json(self.risk),
             "runtime": to_json(self.runtime),
             "provider": self.provider.ref,
-            "chain": {ref: to_json(spec) for ref, spec in self.chain.items()},
+            "chain": {ref: _spec_json(spec) for ref, spec in self.chain.items()},
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrozenPolicy:
-        chain = {ref: from_json(ProviderSpec, spec) for ref, spec in data["chain"].items()}
+        chain = {ref: _spec_from_json(spec) for ref, spec in data["chain"].items()}
         return cls(
             risk=from_json(RiskProfileSpec, data["risk"]),
             runtime=from_json(RuntimeProfileSpec, data["runtime"]),
@@ -76,3 +78,75 @@ class FrozenPolicy:
 
 def provider_chain(snapshot: ConfigSnapshot, provider: ProviderSpec) -> dict[str, ProviderSpec]:
     return {spec.ref: spec for spec in resolve_chain(provider, snapshot.providers)}
+
+
+# -- scripts by reference ------------------------------------------------------------------------
+# A scripted provider's script can be long (a benchmark's is thousands of turns). Stored in every
+# run's policy it would make each child cost more as the script grows, so a policy holds the
+# script's digest and the script itself lives once in ScriptBlob (cached per process).
+
+_scripts: dict[str, Any] = {}  # digest -> script
+_digests: dict[int, tuple[Any, str]] = {}  # id(script) -> (script, digest); the script kept alive
+
+
+def script_digest(script: Any) -> str:
+    known = _digests.get(id(script))
+    if known is not None and known[0] is script:
+        return known[1]
+    digest = hashlib.sha256(json.dumps(script, sort_keys=True, default=str).encode()).hexdigest()
+    if len(_digests) > 10_000:
+        _digests.clear()
+    _digests[id(script)] = (script, digest)
+    _scripts.setdefault(digest, script)
+    return digest
+
+
+def _spec_json(spec: ProviderSpec) -> dict[str, Any]:
+    data = to_json(spec)
+    script = data.pop("script", None)
+    if script:
+        from runs_app.models import ScriptBlob
+
+        digest = script_digest(script)
+        if not ScriptBlob.objects.filter(digest=digest).exists():  # exists(): never reads the script back
+            ScriptBlob.objects.get_or_create(digest=digest, defaults={"script": script})
+        data["script_digest"] = digest
+    return data
+
+
+def _spec_from_json(data: dict[str, Any]) -> ProviderSpec:
+    digest = data.get("script_digest")
+    if not digest:
+        return from_json(ProviderSpec, data)
+    script = _scripts.get(digest)
+    if script is None:
+        from runs_app.models import ScriptBlob
+
+        script = ScriptBlob.objects.get(pk=digest).script
+        _scripts[digest] = script
+        _digests[id(script)] = (script, digest)
+    return dataclasses.replace(from_json(ProviderSpec, data), script=script)
+
+
+_providers: dict[tuple[Any, ...], Any] = {}
+
+
+def cached_provider(spec: ProviderSpec, chain: dict[str, ProviderSpec]) -> Any:
+    """`build_provider`, once per process for a given chain: building a scripted provider parses
+    its whole script. Providers are stateless between calls, so one instance serves every run."""
+    from runs_app.engine.providers import build_provider
+
+    key = (spec.ref, *(_spec_key(s) for s in [spec, *chain.values()]))
+    provider = _providers.get(key)
+    if provider is None:
+        provider = build_provider(spec, chain)
+        if len(_providers) > 256:
+            _providers.clear()
+        _providers[key] = provider
+    return provider
+
+
+def _spec_key(spec: ProviderSpec) -> str:
+    data = to_json(spec)
+    script = data.pop("script", None)
+    return json.dumps(data, sort_keys=True, default=str) + (script_digest(script) if script else "")

@@ -24,14 +24,13 @@ from runs_app import events
 from runs_app.engine import heartbeat, inline, settle, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
-from runs_app.engine.frozen import FrozenPolicy
+from runs_app.engine.frozen import FrozenPolicy, cached_provider
 from runs_app.engine.providers import (
     AllProvidersFailed,
     ChatMessage,
     ChatRequest,
     ModelReply,
     ProviderError,
-    build_provider,
     cost_cents,
 )
 from runs_app.engine.settle import blocking_calls, complete_call, kick_queue, lock_run, run_finish
@@ -205,16 +204,20 @@ class Stepper:
         t = self.transcript
         if t.provider is None or t.provider_ref != self.run.provider_ref:
             spec = self.policy.chain.get(self.run.provider_ref, self.policy.provider)
-            t.provider = build_provider(spec, self.policy.chain)
+            t.provider = cached_provider(spec, self.policy.chain)
             t.provider_ref = spec.ref
         return t.provider
 
     def _tool_results(self) -> list[str]:
         if not self.run.turns:  # a fork or a continuation starts with no previous turn of its own
             return []
-        msgs = self.transcript.messages
-        last_assistant = max((i for i, m in enumerate(msgs) if m.role == "assistant"), default=-1)
-        return [m.content for m in msgs[last_assistant + 1 :] if m.role == "tool"]
+        results: list[str] = []
+        for m in reversed(self.transcript.messages):  # only the tail after the last model turn
+            if m.role == "assistant":
+                break
+            if m.role == "tool":
+                results.append(m.content)
+        return results[::-1]
 
     def _call_model(self) -> ModelReply | None:
         run = self.run

@@ -19,6 +19,17 @@ def missing_prompt() -> str:
     return "Missing or empty 'prompt' parameter"
 
 
+# A prompt or context longer than this is refused (REST, dashboard, schedules and the tools).
+MAX_PROMPT_CHARS = 100_000
+
+
+def too_long(field: str, value: object, limit: int = MAX_PROMPT_CHARS) -> str | None:
+    """`prompt is too long (<n> chars, max 100000)`, or None when `value` fits."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{field} is too long ({len(value)} chars, max {limit})"
+    return None
+
+
 def nesting_refusal(depth: int, max_depth: int) -> str:
     if max_depth == 1:
         return "spawn_subagent: a subagent may not spawn its own subagents (depth-1 cap)"

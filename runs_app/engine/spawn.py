@@ -18,8 +18,8 @@ from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import create_run
-from runs_app.engine.frozen import FrozenPolicy
-from runs_app.engine.providers import ProviderError, build_provider
+from runs_app.engine.frozen import FrozenPolicy, cached_provider
+from runs_app.engine.providers import ProviderError
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Run, ToolCall
 
@@ -58,6 +58,8 @@ def spawn_subagent(
     prompt = args.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         return refuse(msg.missing_prompt(), "invalid")
+    if (too_long := msg.too_long("prompt", prompt)) is not None:
+        return refuse(too_long, "invalid")
     if parent.spawn_depth >= runtime.max_spawn_depth:
         return refuse(msg.nesting_refusal(parent.spawn_depth, runtime.max_spawn_depth), "policy")
     # The run's registry is its risk profile's filter already applied (and, for a bounded
@@ -127,7 +129,7 @@ def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
     if not Agent.objects.filter(alias=parent.agent).exists():
         return refuse(f'subagent spawn failed: no agent configured under alias "{parent.agent}"', "not_found")
     try:
-        build_provider(policy.provider, policy.chain)
+        cached_provider(policy.provider, policy.chain)
     except ProviderError as exc:
         return refuse(f"subagent spawn failed: {exc}", "error")
     return None

@@ -155,4 +155,5 @@ def test_independent_delegate_registry_uses_the_target_policy_without_delegate()
     registry = independent_delegate_registry(target)
     assert "delegate" not in registry
     assert "shell" not in registry
-    assert registry == tuple(t for t in ALL_TOOLS if t not in {"delegate", "shell"})
+    # model_switch is for top-level runs only (SPEC §7)
+    assert registry == tuple(t for t in ALL_TOOLS if t not in {"delegate", "shell", "model_switch"})

@@ -17,6 +17,7 @@ Choices where the SPEC is silent:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -177,7 +178,10 @@ def _substitute(value: Any, fill: Callable[[re.Match[str]], str]) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=65_536)
 def _words(text: str) -> int:
+    # Cached: every turn counts the whole conversation again, which would make a run's cost
+    # grow with the square of its length.
     return len(text.split())
 
 
