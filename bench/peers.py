@@ -83,14 +83,14 @@ def openai_agents_workload() -> Callable[[int], None]:
             return ModelResponse(output=[output], usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
+            raise NotImplementedError("the benchmark never streams")  # abstract in the peer's Model
 
     class ChildModel(Model):
         async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
             return ModelResponse(output=[message("ok")], usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
+            raise NotImplementedError("the benchmark never streams")  # abstract in the peer's Model
 
     child = Agent(name="child", instructions="Do the work.", model=ChildModel())
     config = RunConfig(tracing_disabled=True)
