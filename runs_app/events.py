@@ -86,7 +86,7 @@ def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
     """Persist one event now (inside the caller's transaction) and publish it on commit."""
     assert type_ in EVENT_TYPES, type_
     root_id = run.root_id or run.pk
-    _order_events_of(root_id)
+    lock_tree(root_id)
     event = RunEvent.objects.create(
         run_id=run.pk, root_id=root_id, type=type_, at=timezone.now(), data=data or {}
     )
@@ -110,9 +110,6 @@ def lock_tree(root_id: Any) -> None:
         return
     with conn.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, str(root_id)])
-
-
-_order_events_of = lock_tree
 
 
 @contextmanager

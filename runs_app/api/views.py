@@ -216,6 +216,19 @@ def _tool_response(result: ToolResult | dict[str, Any], http_status: int, **extr
     return Response(body, status=http_status)
 
 
+def _tool_request(request: Request, run_id: str) -> tuple[Run, dict[str, Any], float] | Response:
+    """The tool input, the `wait` and the run a spawn/delegate request acts for, or the answer
+    that refuses it (400 for a bad body, 404 for an unknown run), in the tool-result shape."""
+    parsed = _tool_body(request, SPAWN_DEFAULT_WAIT_SECS)
+    if isinstance(parsed, Response):
+        return parsed
+    args, wait = parsed
+    run = selectors.run_get(run_id)
+    if run is None:
+        return _tool_response(ToolResult.fail(f"No run '{run_id}'"), 404)
+    return run, args, wait
+
+
 def _tool_body(request: Request, default_wait: float) -> tuple[dict[str, Any], float] | Response:
     """The tool input and `wait`, or a 400 tool result saying what is wrong with the body."""
     try:
@@ -333,13 +346,10 @@ class RunSpawnApi(ToolApiView):
     def post(self, request: Request, run_id: str) -> Response:
         from runs_app.engine.spawn import spawn_subagent
 
-        parsed = _tool_body(request, SPAWN_DEFAULT_WAIT_SECS)
+        parsed = _tool_request(request, run_id)
         if isinstance(parsed, Response):
             return parsed
-        args, wait = parsed
-        run = selectors.run_get(run_id)
-        if run is None:
-            return _tool_response(ToolResult.fail(f"No run '{run_id}'"), 404)
+        run, args, wait = parsed
         admission = spawn_subagent(parent=run, args=args, parent_call=None, via_api=True, user=request.user)
         return _admission_response(admission, wait, caller=run)
 
@@ -360,13 +370,10 @@ class RunDelegateApi(ToolApiView):
         from runs_app.engine import results
         from runs_app.engine.delegate import delegate_tool
 
-        parsed = _tool_body(request, SPAWN_DEFAULT_WAIT_SECS)
+        parsed = _tool_request(request, run_id)
         if isinstance(parsed, Response):
             return parsed
-        args, wait = parsed
-        run = selectors.run_get(run_id)
-        if run is None:
-            return _tool_response(ToolResult.fail(f"No run '{run_id}'"), 404)
+        run, args, wait = parsed
         action = args.get("action")
         if action == "check_result":
             return _results_response(results.check_result(args.get("task_id"), run))

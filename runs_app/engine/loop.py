@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -556,7 +556,3 @@ class Stepper:
                 store.append(run.pk, self.transcript, ChatMessage("user", s.text))
             Announce.objects.filter(pk__in=[a.pk for a in announces]).update(delivered=True)
             Steer.objects.filter(pk__in=[s.pk for s in steers]).update(delivered=True)
-
-
-def close_db_after_task() -> None:
-    close_old_connections()

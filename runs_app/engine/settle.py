@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from runs_app import events
@@ -350,11 +350,3 @@ def mirror_result_file(run_id: Any) -> None:
         os.replace(tmp, folder / f"{run.pk}.json")
     except OSError:
         log.exception("could not mirror task %s", run.pk)
-
-
-def add_usage(run: Run, *, input_tokens: int, output_tokens: int, cost: float) -> None:
-    Run.objects.filter(pk=run.pk).update(
-        input_tokens=F("input_tokens") + input_tokens,
-        output_tokens=F("output_tokens") + output_tokens,
-        cost_cents=F("cost_cents") + cost,
-    )
