@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 from typing import TypedDict
 
 from django.db import connection, transaction
-from django.db.models import F, Sum
+from django.db.models import F, Model
 from django.utils import timezone
 
 from policies_app.models import Tracker, TrackerAction, TrackerCost
@@ -31,13 +31,25 @@ class TrackerUsage(TypedDict):
     cost_today_cents: float
 
 
-def _locked_tracker(key: str) -> Tracker:
-    """The tracker row, locked for this transaction on PostgreSQL (SQLite's IMMEDIATE
-    transactions already hold the database's write lock, so a second SELECT would add nothing)."""
-    tracker = Tracker.objects.get_or_create(key=key)[0]
-    if connection.vendor == "postgresql":
-        return Tracker.objects.select_for_update().get(pk=tracker.pk)
-    return tracker
+def _table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _locked_tracker(key: str) -> int:
+    """The tracker row's id, the row locked for this transaction on PostgreSQL (SQLite's
+    IMMEDIATE transactions already hold the database's write lock). Plain SQL: this runs for
+    every acting tool call and every spawn, where the ORM's query building costs more than the
+    statements (runs_app/engine/sql.py)."""
+    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    select = f"SELECT id FROM {_table(Tracker)} WHERE key = %s{lock}"
+    with connection.cursor() as cursor:
+        cursor.execute(select, [key])
+        row = cursor.fetchone()
+        if row is None:
+            Tracker.objects.get_or_create(key=key)
+            cursor.execute(select, [key])
+            row = cursor.fetchone()
+    return int(row[0])
 
 
 def _today(now: datetime | None) -> date:
@@ -48,20 +60,35 @@ def tracker_record_action(*, key: str, max_actions_per_hour: int, now: datetime 
     """Record one action, or raise `BudgetExhausted` (recording nothing) when the window is full."""
     if max_actions_per_hour <= 0:
         raise BudgetExhausted(RATE_LIMIT_ACTIONS)
+    actions = _table(TrackerAction)
     with transaction.atomic():
-        tracker = _locked_tracker(key)
+        tracker_id = _locked_tracker(key)
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
         window_start = at - WINDOW
-        if TrackerAction.objects.filter(tracker=tracker, at__gt=window_start).count() >= max_actions_per_hour:
-            raise BudgetExhausted(RATE_LIMIT_ACTIONS)
-        TrackerAction.objects.create(tracker=tracker, at=at)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT COUNT(*) FROM {actions} WHERE tracker_id = %s AND at > %s",
+                [tracker_id, connection.ops.adapt_datetimefield_value(window_start)],
+            )
+            if cursor.fetchone()[0] >= max_actions_per_hour:
+                raise BudgetExhausted(RATE_LIMIT_ACTIONS)
+            cursor.execute(
+                f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
+                [tracker_id, connection.ops.adapt_datetimefield_value(at)],
+            )
         if at.second == 0:  # prune the expired window now and then, not on every record
-            TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
+            TrackerAction.objects.filter(tracker_id=tracker_id, at__lte=window_start).delete()
 
 
 def _cost_on(key: str, day: date) -> float:
-    total = TrackerCost.objects.filter(tracker__key=key, day=day).aggregate(total=Sum("cents"))["total"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT SUM(c.cents) FROM {_table(TrackerCost)} c"
+            f" INNER JOIN {_table(Tracker)} t ON t.id = c.tracker_id WHERE t.key = %s AND c.day = %s",
+            [key, connection.ops.adapt_datefield_value(day)],
+        )
+        total = cursor.fetchone()[0]
     return float(total or 0)
 
 
@@ -77,8 +104,10 @@ def tracker_record_cost(*, key: str, cents: float, now: datetime | None = None) 
         return
     day = _today(now)
     with transaction.atomic():
-        tracker = _locked_tracker(key)
-        row, created = TrackerCost.objects.get_or_create(tracker=tracker, day=day, defaults={"cents": cents})
+        tracker_id = _locked_tracker(key)
+        row, created = TrackerCost.objects.get_or_create(
+            tracker_id=tracker_id, day=day, defaults={"cents": cents}
+        )
         if not created:
             TrackerCost.objects.filter(pk=row.pk).update(cents=F("cents") + cents)
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents_app.snapshot import AgentSpec
 from runs_app import events
+from runs_app.engine import sql
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.settle import enqueue
 from runs_app.models import Message, Run, ToolCall
@@ -143,7 +144,7 @@ def create_run(
         via_api=via_api,
         continued_from=continued_from,
     )
-    run.save(force_insert=True)
+    sql.insert([run])  # run.save(force_insert=True), without the ORM's query building
     rows: list[Message] = []
     if system_prompt:
         rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
@@ -161,7 +162,7 @@ def create_run(
     rows.append(
         Message(run=run, seq=len(rows), role="user", content=first_message or task_prompt(prompt, context))
     )
-    Message.objects.bulk_create(rows)
+    sql.insert(rows)
     events.emit(
         run,
         "run.queued",

@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
@@ -21,7 +19,7 @@ from policies_app.models import DelegateSettings
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
 from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
-from runs_app.engine import heartbeat, inline, settle, store
+from runs_app.engine import heartbeat, inline, settle, sql, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
 from runs_app.engine.frozen import FrozenPolicy, cached_provider
@@ -33,7 +31,7 @@ from runs_app.engine.providers import (
     ProviderError,
     cost_cents,
 )
-from runs_app.engine.settle import blocking_calls, complete_call, kick_queue, lock_run, run_finish
+from runs_app.engine.settle import complete_call, kick_queue, lock_run, run_finish
 from runs_app.engine.tools import files, memory, shell
 from runs_app.engine.tools.base import LocalToolContext, ToolResult
 from runs_app.engine.tools.registry import DEDUP_EXEMPT, LOCAL_TOOLS, tool_specs
@@ -105,20 +103,20 @@ def claim(run_id: Any) -> Run | None:
             # transactions already serialise every writer.
             DelegateSettings.objects.get_or_create(pk=1)
             DelegateSettings.objects.select_for_update().filter(pk=1).first()
-        if Run.objects.filter(status=Run.Status.RUNNING).count() >= limit:
+        running = sql.fetchone(f"SELECT COUNT(*) FROM {sql.table(Run)} WHERE status = %s", ["running"])
+        if running and running[0] >= limit:
             if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
                 settle.deferrals_seen = True
             return None
-        now = timezone.now()
-        if not Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.RUNNING,
-            owner=heartbeat.WORKER_ID,
-            heartbeat_at=now,
-            started_at=Coalesce(F("started_at"), now),
-            deferred=False,
+        now = sql.when(timezone.now())
+        if not sql.execute(
+            f"UPDATE {sql.table(Run)} SET status = %s, owner = %s, heartbeat_at = %s,"
+            " started_at = COALESCE(started_at, %s), deferred = %s WHERE id = %s AND status = %s",
+            ["running", heartbeat.WORKER_ID, now, now, False, sql.uid(run_id), "queued"],
         ):
             return None
-        run = Run.objects.get(pk=run_id)
+        run = sql.run_get(run_id)
+        assert run is not None
         events.emit(run, "run.started", {"owner": heartbeat.WORKER_ID})
     return run
 
@@ -147,10 +145,10 @@ class Stepper:
     def step(self) -> bool:
         """Advance one model turn. False when the run finished or must wait."""
         run = self.run
-        row = Run.objects.filter(pk=run.pk).values_list("status", "has_inbox").first()
+        row = sql.fetchone(f"SELECT status, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run.pk)])
         if row is None or row[0] != Run.Status.RUNNING:
             raise Stopped
-        run.has_inbox = row[1]
+        run.has_inbox = bool(row[1])
         if self._last_turn_has_calls():
             if not self._fold_tool_results():
                 return False
@@ -243,17 +241,17 @@ class Stepper:
         spec = self.policy.chain.get(reply.provider_ref, self.policy.provider)
         cost = cost_cents(spec, reply.usage)
         with events.tree_tx(self.root_id):
-            updated = Run.objects.filter(
-                pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID
-            ).update(
-                turns=F("turns") + 1,
-                input_tokens=F("input_tokens") + reply.usage.input_tokens,
-                output_tokens=F("output_tokens") + reply.usage.output_tokens,
-                cost_cents=F("cost_cents") + cost,
-                provider_served=reply.provider_ref,
-                model=reply.model,
-                heartbeat_at=timezone.now(),
-            )
+            updated = sql.execute(
+                f"UPDATE {sql.table(Run)} SET turns = turns + 1, input_tokens = input_tokens + %s,"
+                " output_tokens = output_tokens + %s, cost_cents = cost_cents + %s,"
+                " provider_served = %s, model = %s, heartbeat_at = %s"
+                " WHERE id = %s AND status = %s AND owner = %s",
+                [
+                    reply.usage.input_tokens, reply.usage.output_tokens, float(cost),
+                    reply.provider_ref, reply.model, sql.when(timezone.now()),
+                    sql.uid(run.pk), "running", heartbeat.WORKER_ID,
+                ],
+            )  # fmt: skip
             if updated:
                 # Written with the response (one commit per turn), stamped with the time of the call.
                 events.emit(
@@ -386,17 +384,16 @@ class Stepper:
         folds the results, and runs calls approved meanwhile); else it waits, holding no worker."""
         run = self.run
         lock_run(run.pk)
-        pending = blocking_calls(run.pk).aggregate(
-            n=Count("pk"), approvals=Count("pk", filter=Q(wait_kind="approval"))
-        )
-        if not pending["n"]:
+        pending, approvals = sql.blocking_counts(run.pk)
+        if not pending:
             return True
-        status = Run.Status.AWAITING_APPROVAL if pending["approvals"] else Run.Status.WAITING
-        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
-            status=status, owner=""
+        status = Run.Status.AWAITING_APPROVAL if approvals else Run.Status.WAITING
+        if not sql.execute(
+            f"UPDATE {sql.table(Run)} SET status = %s, owner = %s WHERE id = %s AND status = %s AND owner = %s",
+            [status, "", sql.uid(run.pk), "running", heartbeat.WORKER_ID],
         ):
             raise Stopped
-        events.emit(run, "run.waiting", {"status": status, "pending": pending["n"]})
+        events.emit(run, "run.waiting", {"status": status, "pending": pending})
         store.flush(self.transcript)
         store.keep(run.pk, self.transcript)
         kick_queue()

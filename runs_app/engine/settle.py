@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runs_app import events
 from runs_app.engine import messages as msg
+from runs_app.engine import sql
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Announce, Approval, Run, ToolCall
 
@@ -143,16 +144,24 @@ def run_finish(
         now = timezone.now()
         run.status, run.output, run.error, run.finished_at = status, output, error, now
         run.tool_result = child_result(run, _result_chars(run))
-        qs = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES)
+        active = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+        params = [status, output, error, sql.when(now), "", sql.json(Run, "tool_result", run.tool_result),
+                  sql.uid(run_id), *sorted(ACTIVE_STATUSES)]  # fmt: skip
+        mine = ""
         if owner is not None:
-            qs = qs.filter(owner=owner)
-        if not qs.update(
-            status=status, output=output, error=error, finished_at=now, owner="", tool_result=run.tool_result
+            mine = " AND owner = %s"
+            params.append(owner)
+        if not sql.execute(
+            f"UPDATE {sql.table(Run)} SET status = %s, output = %s, error = %s, finished_at = %s,"
+            f" owner = %s, tool_result = %s WHERE id = %s AND status IN ({active}){mine}",
+            params,
         ):
             return False
         # A run that ended no longer waits for anyone: its open questions leave the inbox.
-        Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).update(
-            status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
+        sql.execute(
+            f"UPDATE {sql.table(Approval)} SET status = %s, decided_at = %s, reason = %s"
+            " WHERE run_id = %s AND status = %s",
+            ["cancelled", sql.when(now), f"run {status} before a decision", sql.uid(run_id), "pending"],
         )
         events.emit(
             run,
@@ -171,10 +180,14 @@ def run_finish(
 def _settle_call(call_id: int) -> None:
     # Locked (PostgreSQL) so that the last of several children finishing at once sees the
     # others terminal: each settler looks at the siblings only once it holds the call.
-    call = ToolCall.objects.select_for_update(of=("self",)).select_related("run").get(pk=call_id)
-    if call.status != ToolCall.Status.PENDING:
+    if transaction.get_connection().vendor == "postgresql":
+        sql.execute(f"SELECT id FROM {sql.table(ToolCall)} WHERE id = %s FOR UPDATE", [call_id])
+    found = sql.CALL_BY_PK.models(call_id)
+    if not found or found[0].status != ToolCall.Status.PENDING:
         return
-    children = list(Run.objects.filter(parent_call_id=call_id).order_by("created_at", "id"))
+    call = found[0]
+    call.run = sql.run_get(call.run_id)
+    children = sql.CHILDREN_OF_CALL.models(call_id)
     if any(c.status not in TERMINAL_STATUSES for c in children):
         return
     limit = _parent_runtime_chars(call.run)
@@ -190,8 +203,9 @@ def _settle_call(call_id: int) -> None:
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
     """Mark a pending tool call done (at most once) and wake its run if nothing else is pending."""
     with events.tree_tx(call.run.root_id or call.run_id):
-        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
-            status=ToolCall.Status.DONE, result=result
+        if not sql.execute(
+            f"UPDATE {sql.table(ToolCall)} SET status = %s, result = %s WHERE id = %s AND status = %s",
+            ["done", sql.json(ToolCall, "result", result), call.pk, "pending"],
         ):
             return False
         events.emit(call.run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
@@ -219,11 +233,12 @@ def wake_if_ready(run: Run) -> bool:
     """Queue a waiting run again once nothing blocks it. True when it was queued."""
     with events.tree_tx(run.root_id or run.pk):
         lock_run(run.pk)
-        if blocking_calls(run.pk).exists():
+        if sql.blocking_counts(run.pk)[0]:
             return False
-        if not Run.objects.filter(
-            pk=run.pk, status__in=[Run.Status.WAITING, Run.Status.AWAITING_APPROVAL]
-        ).update(status=Run.Status.QUEUED):
+        if not sql.execute(
+            f"UPDATE {sql.table(Run)} SET status = %s WHERE id = %s AND status IN (%s, %s)",
+            ["queued", sql.uid(run.pk), "waiting", "awaiting_approval"],
+        ):
             return False
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})

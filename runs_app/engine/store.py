@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs_app.engine import sql
 from runs_app.engine.providers import ChatMessage, ToolCallRequest
 from runs_app.models import Message
 
@@ -46,8 +47,7 @@ def load(run_id: Any) -> Transcript:
     with _lock:
         cached = _cache.pop(key, None)
     transcript = cached or Transcript()
-    newer = Message.objects.filter(run_id=run_id, seq__gte=transcript.next_seq).order_by("seq")
-    for row in newer:
+    for row in sql.MESSAGES_FROM.models(sql.uid(run_id), transcript.next_seq):
         transcript.messages.append(to_chat(row))
         transcript.next_seq = row.seq + 1
     return transcript
@@ -89,7 +89,7 @@ def stage(run_id: Any, transcript: Transcript, message: ChatMessage) -> None:
 def flush(transcript: Transcript) -> None:
     """Write the staged messages (inside the caller's transaction)."""
     if transcript.unsaved:
-        Message.objects.bulk_create(transcript.unsaved)
+        sql.insert(transcript.unsaved)
         transcript.unsaved = []
 
 
