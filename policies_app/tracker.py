@@ -7,6 +7,7 @@ on SQLite `transaction.atomic()` begins IMMEDIATE (write lock first); on Postgre
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import date, datetime, timedelta
 from typing import TypedDict
 
@@ -56,12 +57,21 @@ def _today(now: datetime | None) -> date:
     return timezone.localdate(now or timezone.now())
 
 
-def tracker_record_action(*, key: str, max_actions_per_hour: int, now: datetime | None = None) -> None:
-    """Record one action, or raise `BudgetExhausted` (recording nothing) when the window is full."""
+def tracker_record_action(
+    *,
+    key: str,
+    max_actions_per_hour: int,
+    max_cost_per_day_cents: int | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Record one action, or raise `BudgetExhausted` (recording nothing) when the window is
+    full or, given `max_cost_per_day_cents`, when the day's cost budget is spent (the action
+    limit is reported first). Every check comes before the one INSERT, so a refusal has
+    nothing to undo: inside a caller's transaction no savepoint is needed."""
     if max_actions_per_hour <= 0:
         raise BudgetExhausted(RATE_LIMIT_ACTIONS)
     actions = _table(TrackerAction)
-    with transaction.atomic():
+    with nullcontext() if connection.in_atomic_block else transaction.atomic():
         tracker_id = _locked_tracker(key)
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
@@ -73,6 +83,8 @@ def tracker_record_action(*, key: str, max_actions_per_hour: int, now: datetime 
             )
             if cursor.fetchone()[0] >= max_actions_per_hour:
                 raise BudgetExhausted(RATE_LIMIT_ACTIONS)
+            if max_cost_per_day_cents is not None and _cost_on(key, _today(at)) >= max_cost_per_day_cents:
+                raise BudgetExhausted(RATE_LIMIT_COST)
             cursor.execute(
                 f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
                 [tracker_id, connection.ops.adapt_datetimefield_value(at)],

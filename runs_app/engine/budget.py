@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Sum
 
 from policies_app.specs import RuntimeProfileSpec
-from policies_app.tracker import tracker_check_cost, tracker_record_action
+from policies_app.tracker import tracker_record_action
 from runs_app.engine import messages as msg
 from runs_app.models import Run
 
 
 def spend_action(*, key: str, runtime: RuntimeProfileSpec) -> None:
     """Record one action on the tracker, or raise `BudgetExhausted` recording nothing."""
-    with transaction.atomic():  # a refusal after the record rolls the record back
-        tracker_record_action(key=key, max_actions_per_hour=runtime.max_actions_per_hour)
-        tracker_check_cost(key=key, max_cost_per_day_cents=runtime.max_cost_per_day_cents)
+    tracker_record_action(
+        key=key,
+        max_actions_per_hour=runtime.max_actions_per_hour,
+        max_cost_per_day_cents=runtime.max_cost_per_day_cents,
+    )
 
 
 def subtree_output_tokens(run_id: Any) -> int:

@@ -92,17 +92,20 @@ def _max_concurrent_runs() -> int:
     return _limit_cache[1]
 
 
+CLAIM_LOCK_KEY = 4242_0001  # the advisory lock that serialises claims (PostgreSQL)
+
+
 def claim(run_id: Any) -> Run | None:
     """Take a queued run (conditional UPDATE: a duplicated task message claims nothing)."""
     limit = _max_concurrent_runs()
     with transaction.atomic():
         if connection.vendor == "postgresql":
-            root = Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
-            events.lock_tree(root or run_id)
-            # Serialise claims so the running count below is exact; SQLite's IMMEDIATE
-            # transactions already serialise every writer.
-            DelegateSettings.objects.get_or_create(pk=1)
-            DelegateSettings.objects.select_for_update().filter(pk=1).first()
+            root = sql.fetchone(f"SELECT root_id FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)])
+            events.lock_tree((root and root[0]) or run_id)
+            # Serialise claims so the running count below is exact (one advisory lock for all
+            # claims, taken after the tree's); SQLite's IMMEDIATE transactions already
+            # serialise every writer.
+            sql.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
         running = sql.fetchone(f"SELECT COUNT(*) FROM {sql.table(Run)} WHERE status = %s", ["running"])
         if running and running[0] >= limit:
             if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
@@ -131,6 +134,9 @@ class Stepper:
         self.root_id = run.root_id or run.pk
         self.policy = FrozenPolicy.from_json(run.policy)
         self.transcript = store.load(run.pk)
+        # Claimed just now: status and inbox are as the claim read them, so the first step
+        # need not read them again (a cancel meanwhile stops the turn's conditional UPDATE).
+        self.fresh = True
 
     # -- the loop ---------------------------------------------------------------------------
     def drive(self) -> None:
@@ -145,10 +151,15 @@ class Stepper:
     def step(self) -> bool:
         """Advance one model turn. False when the run finished or must wait."""
         run = self.run
-        row = sql.fetchone(f"SELECT status, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run.pk)])
-        if row is None or row[0] != Run.Status.RUNNING:
-            raise Stopped
-        run.has_inbox = bool(row[1])
+        if self.fresh:
+            self.fresh = False
+        else:
+            row = sql.fetchone(
+                f"SELECT status, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run.pk)]
+            )
+            if row is None or row[0] != Run.Status.RUNNING:
+                raise Stopped
+            run.has_inbox = bool(row[1])
         if self._last_turn_has_calls():
             if not self._fold_tool_results():
                 return False
@@ -173,19 +184,13 @@ class Stepper:
             return self._finish(Run.Status.FAILED, error=exc.message)
 
         reply = self._call_model()
-        if reply is None:
-            return False
-        if not reply.tool_calls:
-            if not reply.text.strip():
-                # e.g. a non-agentic run whose model answered only with tool calls (dropped):
-                # no usable answer, as SPEC §6.1 words it.
-                return self._finish(Run.Status.FAILED, error=INVALID_COMPLETION)
-            return self._finish(Run.Status.COMPLETED, output=reply.text)
+        if reply is None or not reply.tool_calls:
+            return False  # it failed, or it was the last turn: the run finished with it
         return self._handle_tool_calls(reply)
 
     def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
         store.forget(self.run.pk)
-        with events.tree_tx(self.root_id):
+        with events.tree_tx(self.root_id, savepoint=False):
             store.flush(self.transcript)
             run_finish(
                 self.run.pk,
@@ -284,13 +289,22 @@ class Stepper:
             if cost:
                 # The call was made and paid for, even by a run that stopped meanwhile.
                 tracker_record_cost(key=run.tracker_key, cents=cost)
+            if updated:
+                run.turns += 1
+                run.input_tokens += reply.usage.input_tokens
+                run.output_tokens += reply.usage.output_tokens
+                run.cost_cents += cost
+                run.provider_served, run.model = reply.provider_ref, reply.model
+                if not reply.tool_calls:
+                    # The last turn: the run ends in this same transaction (one commit fewer).
+                    if reply.text.strip():
+                        self._finish(Run.Status.COMPLETED, output=reply.text)
+                    else:
+                        # e.g. a non-agentic run whose model answered only with tool calls
+                        # (dropped): no usable answer, as SPEC §6.1 words it.
+                        self._finish(Run.Status.FAILED, error=INVALID_COMPLETION)
         if not updated:
             raise Stopped
-        run.turns += 1
-        run.input_tokens += reply.usage.input_tokens
-        run.output_tokens += reply.usage.output_tokens
-        run.cost_cents += cost
-        run.provider_served, run.model = reply.provider_ref, reply.model
         return reply
 
     # -- tool calls -------------------------------------------------------------------------
@@ -365,11 +379,13 @@ class Stepper:
                 results[row.pk] = self._run_local(row)
         # What the local tools did is recorded even if the run stops right after; a refusal
         # of the wait below must only undo admissions of children, never these results.
-        with events.tree_tx(self.root_id):
+        # Nested in _handle_tool_calls' transaction when there is no local tool: what goes
+        # wrong here ends that one as well, so no savepoints.
+        with events.tree_tx(self.root_id, savepoint=False):
             for row in local:
                 row.run = self.run
                 self._complete(row, results[row.pk])
-        with events.tree_tx(self.root_id):
+        with events.tree_tx(self.root_id, savepoint=False):
             for row in rows:
                 if row.name not in LOCAL_TOOLS:
                     row.run = self.run
@@ -507,7 +523,8 @@ class Stepper:
         """Turn the finished tool calls of the last turn into tool messages. False = must wait."""
         run = self.run
         while True:
-            calls = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).select_related("approval"))
+            # The approval of a call is read (one query) only for a call that waits on one.
+            calls = sql.CALLS_OF_TURN.models(sql.uid(run.pk), run.turns - 1)
             approved = [
                 c for c in calls
                 if c.status == ToolCall.Status.PENDING and c.wait_kind == "approval"
@@ -526,6 +543,8 @@ class Stepper:
                         return False
                 continue  # settled or approved while we looked: look again
             break
+        # Written before the next model call, which may take long: a run lost during that call
+        # is resumed (run_resume copies the transcript) after this completed step.
         with events.tree_tx(self.root_id):
             for c in sorted(calls, key=lambda c: c.position):
                 result = c.result or {}

@@ -135,7 +135,8 @@ def run_finish(
 
     `run`: the caller's up-to-date copy (the engine's), which saves reading it back."""
     assert status in TERMINAL_STATUSES
-    with transaction.atomic():
+    # Nested (a turn's last commit, a cascade), it shares its caller's fate: no savepoint.
+    with transaction.atomic(savepoint=False):
         if run is None:
             run = Run.objects.filter(pk=run_id).first()
             if run is None:
@@ -202,7 +203,7 @@ def _settle_call(call_id: int) -> None:
 
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
     """Mark a pending tool call done (at most once) and wake its run if nothing else is pending."""
-    with events.tree_tx(call.run.root_id or call.run_id):
+    with events.tree_tx(call.run.root_id or call.run_id, savepoint=False):
         if not sql.execute(
             f"UPDATE {sql.table(ToolCall)} SET status = %s, result = %s WHERE id = %s AND status = %s",
             ["done", sql.json(ToolCall, "result", result), call.pk, "pending"],
@@ -231,7 +232,7 @@ def lock_run(run_id: Any) -> None:
 
 def wake_if_ready(run: Run) -> bool:
     """Queue a waiting run again once nothing blocks it. True when it was queued."""
-    with events.tree_tx(run.root_id or run.pk):
+    with events.tree_tx(run.root_id or run.pk, savepoint=False):
         lock_run(run.pk)
         if sql.blocking_counts(run.pk)[0]:
             return False

@@ -16,12 +16,13 @@ from policies_app.policy import readonly_refusal, subagent_registry
 from policies_app.tracker import BudgetExhausted
 from runs_app import events
 from runs_app.engine import messages as msg
+from runs_app.engine import sql
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import create_run
 from runs_app.engine.frozen import FrozenPolicy, cached_provider
 from runs_app.engine.providers import ProviderError
 from runs_app.engine.tools.base import ToolResult
-from runs_app.models import TERMINAL_STATUSES, Run, ToolCall
+from runs_app.models import Run, ToolCall
 
 
 @dataclass
@@ -68,11 +69,7 @@ def spawn_subagent(
     excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
     if not listed or excluded or "spawn_subagent" not in parent.tools:
         return refuse(msg.spawn_not_allowed(parent.agent), "policy")
-    active = (
-        Run.objects.filter(parent=parent, kind=Run.Kind.SUBAGENT)
-        .exclude(status__in=TERMINAL_STATUSES)
-        .count()
-    )
+    active = sql.active_children(parent.pk, Run.Kind.SUBAGENT)
     if active >= runtime.max_children_per_run:
         return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
     task_name = args.get("task_name") or ""
@@ -126,7 +123,7 @@ def spawn_subagent(
 
 
 def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
-    if not Agent.objects.filter(alias=parent.agent).exists():
+    if not sql.fetchone(f"SELECT 1 FROM {sql.table(Agent)} WHERE alias = %s", [parent.agent]):
         return refuse(f'subagent spawn failed: no agent configured under alias "{parent.agent}"', "not_found")
     try:
         cached_provider(policy.provider, policy.chain)

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Model, QuerySet
 
-from runs_app.models import Approval, Message, Run, RunEvent, ToolCall
+from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
 
 
 def table(model: type[Model]) -> str:
@@ -145,6 +145,11 @@ MESSAGES_FROM = Prepared(
     (uuid.UUID(int=1), uuid.UUID(int=2)),
     (1, 2),
 )
+CALLS_OF_TURN = Prepared(
+    lambda run_id, turn: ToolCall.objects.filter(run_id=run_id, turn=turn).order_by("position"),
+    (uuid.UUID(int=1), uuid.UUID(int=2)),
+    (1, 2),
+)
 CALL_BY_PK = Prepared(lambda pk: ToolCall.objects.filter(pk=pk).order_by(), (1, 2))
 CHILDREN_OF_CALL = Prepared(
     lambda pk: Run.objects.filter(parent_call_id=pk).order_by("created_at", "id"), (1, 2)
@@ -180,3 +185,14 @@ def insert(objs: list[Any]) -> None:
         obj._state.adding, obj._state.db = False, connection.alias
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table(type(objs[0]))} ({columns}) VALUES ({marks})", rows)
+
+
+def active_children(parent_id: Any, kind: str) -> int:
+    """How many children of this kind a run has that are not terminal yet."""
+    terminal = sorted(TERMINAL_STATUSES)
+    row = fetchone(
+        f"SELECT COUNT(*) FROM {table(Run)} WHERE parent_id = %s AND kind = %s"
+        f" AND status NOT IN ({', '.join(['%s'] * len(terminal))})",
+        [uid(parent_id), kind, *terminal],
+    )
+    return int(row[0]) if row else 0
