@@ -8,12 +8,16 @@ Workloads, for N = 10, 100, 1000 (median of 5 after a warm-up):
               ceil(N/20) turns of 20 calls each
   nested      the coordinator spawns N/10 subagents, each of which spawns 10 (max_spawn_depth=2)
 
-Usage: python bench/spawn_overhead.py [--sizes 10,100,1000] [--repeat 5] [--peers]
+A workload and N is repeated --repeat times, or fewer once its runs took --budget seconds (so
+the default run stays within 5 minutes); the table says how many runs each median is of.
+
+Usage: python bench/spawn_overhead.py [--sizes 10,100,1000] [--repeat 5] [--budget 25] [--peers]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,6 +79,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--kinds", default="sequential,one-turn,nested")
     parser.add_argument(
+        "--budget",
+        type=float,
+        default=25.0,
+        help="seconds of runs per workload and N after which it is not repeated (default 25)",
+    )
+    parser.add_argument(
         "--peers", action="store_true", help="also run openai-agents / langgraph if installed"
     )
     args = parser.parse_args()
@@ -86,19 +96,30 @@ def main() -> None:
         for n in sizes:
             configure_doc(coordinator_doc(kind, n))
             one_run(kind, min(n, 10))  # warm-up
-            times = []
+            times: list[float] = []
             children = 0
             for _ in range(args.repeat):
                 elapsed, children = one_run(kind, n)
                 times.append(elapsed)
+                if sum(times) > args.budget:  # a big N is not repeated past the time budget
+                    break
             per_child = median(times) / max(1, children) * 1000
             results[(kind, n)] = per_child
             rows.append(
-                [kind, n, children, f"{median(times):.3f}", f"{per_child:.2f}", f"{peak_rss_mb():.0f}"]
+                [
+                    kind,
+                    n,
+                    children,
+                    len(times),
+                    f"{median(times):.3f}",
+                    f"{per_child:.2f}",
+                    f"{peak_rss_mb():.0f}",
+                ]
             )
             print(f"{kind:10s} N={n:5d}: {per_child:.2f} ms per child", flush=True)
     print()
-    print(table(["workload", "N", "children", "median s", "ms/child", "peak RSS MB"], rows))
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    print(table(["workload", "N", "children", "runs", "median s", "ms/child", "peak RSS MB"], rows))
     for kind in args.kinds.split(","):
         if (kind, sizes[0]) in results and (kind, sizes[-1]) in results:
             ratio = results[(kind, sizes[-1])] / results[(kind, sizes[0])]

@@ -26,8 +26,11 @@ def table(model: type[Model]) -> str:
 
 
 def uid(value: Any) -> Any:
-    """A run id as the database stores it (hex on SQLite, uuid on PostgreSQL)."""
-    return Run._meta.pk.get_db_prep_value(value, connection)  # type: ignore[union-attr]
+    """A run id as the database stores it (hex on SQLite, uuid on PostgreSQL), as
+    UUIDField.get_db_prep_value gives it."""
+    if not isinstance(value, uuid.UUID):
+        value = uuid.UUID(str(value))
+    return value if connection.features.has_native_uuid_field else value.hex
 
 
 def when(value: datetime | None) -> Any:
