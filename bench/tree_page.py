@@ -1,14 +1,18 @@
-"""Server time of the run page (`GET /runs/<id>/`) for a finished tree of 1,000 and 10,000 runs.
+"""Server time and SQL queries of the run page (`GET /runs/<id>/`) and of the REST tree
+(`GET /api/v1/runs/<id>/tree/`) for finished trees of 100, 1,000 and 10,000 runs.
 
-The whole Django request is timed in-process (middleware, session, role, the tree query, the
-HTML built in Python, the template), with the test client and DEBUG off, on a throwaway SQLite
-database. Two tree shapes:
+Each whole Django request is timed in-process (middleware, session, role, the tree query, the
+HTML built in Python and the template, or the JSON rendering), with the test client and DEBUG
+off, on a throwaway SQLite database. Two tree shapes:
   fanout-10  every run has up to 10 children, so every node is on the page
   flat       one root with N-1 children: the page shows the first 50, the rest load on demand
-Reported: median of --repeat requests after a warm-up, SQL queries per request, page size,
-and the two parts inside the view (the tree query + sums, the HTML of the nodes).
+             (the REST tree always has every node)
+Reported: median of --repeat requests after a warm-up, SQL queries of one request, response
+size, and the parts inside the views (the tree query with its subtree sums, the HTML of the
+nodes, the JSON of the tree). The load average is printed before and after: the figures are
+only comparable between runs on an equally busy machine.
 
-Usage: python bench/tree_page.py [--sizes 1000,10000] [--repeat 5]
+Usage: python bench/tree_page.py [--sizes 100,1000,10000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -76,15 +81,13 @@ def build_tree(size: int, fanout: int) -> str:
     return str(root_id)
 
 
-def measure(client: Any, root: str, repeat: int) -> dict[str, Any]:
+def timed_get(client: Any, url: str, repeat: int) -> dict[str, Any]:
+    """Median server time of `repeat` GETs after a warm-up, the queries of one more, its size."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runs_app import selectors, tree_html
-
-    url = f"/runs/{root}/"
     response = client.get(url, secure=True)  # warm-up
-    assert response.status_code == 200, response.status_code
+    assert response.status_code == 200, (url, response.status_code)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -92,31 +95,53 @@ def measure(client: Any, root: str, repeat: int) -> dict[str, Any]:
         times.append(time.perf_counter() - start)
     with CaptureQueriesContext(connection) as queries:
         client.get(url, secure=True)
-    tree_times, html_times = [], []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        tree = selectors.run_tree(root)
-        tree_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        tree_html.node_html(tree)
-        html_times.append(time.perf_counter() - start)
     return {
         "ms": median(times) * 1000,
         "queries": len(queries.captured_queries),
         "kb": len(response.content) / 1024,
-        "nodes": response.content.count(b'<li class="node"'),
-        "tree_ms": median(tree_times) * 1000,
-        "html_ms": median(html_times) * 1000,
+        "body": response.content,
     }
+
+
+def part_ms(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return median(times) * 1000
+
+
+def measure(client: Any, root: str, repeat: int) -> dict[str, Any]:
+    from rest_framework.renderers import JSONRenderer
+
+    from runs_app import selectors, tree_html
+
+    page = timed_get(client, f"/runs/{root}/", repeat)
+    api = timed_get(client, f"/api/v1/runs/{root}/tree/", repeat)
+    tree = selectors.run_tree(root)
+    return {
+        "page": page,
+        "api": api,
+        "nodes": page["body"].count(b'<li class="node"'),
+        "tree_ms": part_ms(lambda: selectors.run_tree(root), repeat),
+        "html_ms": part_ms(lambda: tree_html.node_html(tree), repeat),
+        "json_ms": part_ms(lambda: JSONRenderer().render(tree), repeat),
+    }
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    load_before = load_average()
     setup()
     from django.test import Client
 
@@ -124,37 +149,48 @@ def main() -> None:
 
     user, _, _ = user_create_or_update(username="bench-viewer", role="viewer")
     client = Client()
-    client.force_login(user)
+    client.force_login(user)  # a session: the dashboard and the REST API both accept it
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         for shape, fanout in (("fanout-10", 10), ("flat", size)):
             m = measure(client, build_tree(size, fanout), args.repeat)
+            page, api = m["page"], m["api"]
             rows.append(
                 [
                     size,
                     shape,
                     m["nodes"],
-                    f"{m['ms']:.1f}",
-                    m["queries"],
+                    f"{page['ms']:.1f}",
+                    page["queries"],
+                    f"{api['ms']:.1f}",
+                    api["queries"],
                     f"{m['tree_ms']:.1f}",
                     f"{m['html_ms']:.1f}",
-                    f"{m['kb']:.0f}",
+                    f"{m['json_ms']:.1f}",
+                    f"{page['kb']:.0f}",
+                    f"{api['kb']:.0f}",
                 ]
             )
     print(
-        f"GET /runs/<root>/ of a finished tree: median of {args.repeat} after a warm-up (SQLite, DEBUG off)"
+        f"Finished trees, median of {args.repeat} requests after a warm-up (SQLite, DEBUG off); "
+        f"load average (1, 5, 15 min) {load_before} before, {load_average()} after"
     )
+    print("page = GET /runs/<root>/, REST = GET /api/v1/runs/<root>/tree/")
     print(
         table(
             [
                 "runs",
                 "shape",
                 "nodes on page",
-                "server ms",
-                "SQL queries",
+                "page ms",
+                "page SQL",
+                "REST ms",
+                "REST SQL",
                 "tree query ms",
                 "node HTML ms",
+                "JSON ms",
                 "page KiB",
+                "REST KiB",
             ],
             rows,
         )

@@ -4,6 +4,7 @@ refresh of node headers all come from these functions."""
 
 from __future__ import annotations
 
+from html import escape as _e
 from typing import Any
 
 from django.utils.html import escape, format_html
@@ -29,77 +30,65 @@ def _duration(n: dict[str, Any]) -> str:
     finished = n["finished_at"] or ""
     secs = n["duration_secs"]
     text = f"{secs:.1f}s" if secs is not None else "…"
-    return format_html(
-        '<span class="meta duration" data-started="{}"{}>{}</span>',
-        started or "",
-        format_html(' data-finished="{}"', finished) if finished or n["status"] not in ACTIVE else "",
-        text,
+    data_finished = f' data-finished="{_e(finished)}"' if finished or n["status"] not in ACTIVE else ""
+    return f'<span class="meta duration" data-started="{_e(started or "")}"{data_finished}>{_e(text)}</span>'
+
+
+def _head(n: dict[str, Any], oob: bool) -> str:
+    # f-strings with every value escaped (what format_html does, at a fraction of its cost: the
+    # page of a 10,000-node tree builds 10,000 of these).
+    rid = _e(n["id"])
+    status = _e(n["status"])
+    kind = n["kind"] + (f" · {n['mode']}" if n["mode"] else "") + f" · {n['execution']}"
+    name = n["label"] or n["task_name"]
+    named = f' <span class="meta">“{_e(name)}”</span>' if name else ""
+    if n["error"]:
+        preview = f'<span class="node-error" id="run-{rid}-error">{_e(n["error"][:300])}</span>'
+    else:
+        preview = f'<span class="preview" id="run-{rid}-output">{_e(n["output_preview"][:300])}</span>'
+    swap = ' hx-swap-oob="true"' if oob else ""
+    return (
+        f'<div class="node-head" id="run-{rid}-head"{swap} hx-get="/runs/{rid}/detail/" '
+        f'hx-target="#run-{rid}-detail" hx-swap="innerHTML" data-status="{status}">'
+        f'<span class="badge status-{status}" id="run-{rid}-status">{status}</span> '
+        f'<span class="agent">{_e(n["agent"])}</span>{named} <span class="meta">{_e(kind)}</span> '
+        f'{_duration(n)} <span class="meta tokens" id="run-{rid}-tokens">{_e(_tokens(n))}</span> '
+        f"{preview}</div>"
     )
 
 
 def node_head(n: dict[str, Any], *, oob: bool = False) -> str:
-    rid = n["id"]
-    kind = n["kind"] + (f" · {n['mode']}" if n["mode"] else "") + f" · {n['execution']}"
-    name = n["label"] or n["task_name"]
-    preview = (
-        format_html('<span class="node-error" id="run-{}-error">{}</span>', rid, n["error"][:300])
-        if n["error"]
-        else format_html('<span class="preview" id="run-{}-output">{}</span>', rid, n["output_preview"][:300])
-    )
-    return format_html(
-        '<div class="node-head" id="run-{}-head"{} hx-get="/runs/{}/detail/" hx-target="#run-{}-detail" '
-        'hx-swap="innerHTML" data-status="{}">'
-        '<span class="badge status-{}" id="run-{}-status">{}</span> '
-        '<span class="agent">{}</span>{} <span class="meta">{}</span> {} '
-        '<span class="meta tokens" id="run-{}-tokens">{}</span> {}</div>',
-        rid,
-        mark_safe(' hx-swap-oob="true"') if oob else "",
-        rid,
-        rid,
-        n["status"],
-        n["status"],
-        rid,
-        n["status"],
-        n["agent"],
-        format_html(' <span class="meta">“{}”</span>', name) if name else "",
-        kind,
-        _duration(n),
-        rid,
-        _tokens(n),
-        preview,
-    )
+    return mark_safe(_head(n, oob))  # every value in it is escaped
 
 
 def node_html(n: dict[str, Any], *, children_limit: int = CHILDREN_PAGE) -> str:
     """One node with its subtree (children beyond `children_limit` load on demand)."""
     parts: list[str] = []
+    append = parts.append
     # iterative to survive deep trees: a stack of (node, phase)
     stack: list[tuple[dict[str, Any], int]] = [(n, 0)]
     while stack:
         node, phase = stack.pop()
         if phase == 0:
-            rid = node["id"]
-            parts.append(
-                format_html(
-                    '<li class="node" id="run-{}" data-parent="{}" data-status="{}">',
-                    rid,
-                    node["parent_id"] or "",
-                    node["status"],
-                )  # fmt: skip
+            rid = _e(node["id"])
+            append(
+                f'<li class="node" id="run-{rid}" data-parent="{_e(node["parent_id"] or "")}" '
+                f'data-status="{_e(node["status"])}">'
             )
-            parts.append(node_head(node))
-            parts.append(format_html('<div class="node-detail-wrap" id="run-{}-detail"></div>', rid))
-            parts.append(format_html('<ul class="children" id="run-{}-children">', rid))
+            append(_head(node, False))
+            append(
+                f'<div class="node-detail-wrap" id="run-{rid}-detail"></div>'
+                f'<ul class="children" id="run-{rid}-children">'
+            )
             stack.append((node, 1))
             shown = node["children"][:children_limit]
             for child in reversed(shown):
                 stack.append((child, 0))
         else:
-            rid = node["id"]
             hidden = len(node["children"]) - children_limit
             if hidden > 0:
-                parts.append(more_button(rid, children_limit, hidden))
-            parts.append("</ul></li>")
+                append(more_button(node["id"], children_limit, hidden))
+            append("</ul></li>")
     return "".join(parts)
 
 
