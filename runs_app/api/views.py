@@ -13,9 +13,11 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import IntegrityError, connections
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
@@ -32,7 +34,7 @@ from rest_framework.views import APIView
 from agents_app.api.parsers import JSONParser
 from agents_app.api.permissions import IsOperator, IsViewer
 from agents_app.roles import has_role
-from runs_app import events, selectors, services
+from runs_app import events, selectors, services, waiting, wakeups
 from runs_app.api import serializers as out
 from runs_app.api.throttling import RunStartThrottle
 from runs_app.engine.tools.base import ToolResult
@@ -67,12 +69,30 @@ TOOL_RESPONSES: dict[int, Any] = {code: out.ToolResultSerializer for code in (20
 log = logging.getLogger(__name__)
 
 
+_wait_executor: ThreadPoolExecutor | None = None
+_wait_executor_lock = threading.Lock()
+
+
+def wait_executor() -> ThreadPoolExecutor:
+    """The threads of the views that may block: CLAWBOARD_WAIT_THREADS of them, at most.
+
+    Not the event loop's default executor, which has min(32, CPUs + 4) threads (6 on two
+    CPUs): every waiting request holds a thread, and past that number requests queued."""
+    global _wait_executor
+    with _wait_executor_lock:
+        if _wait_executor is None:
+            _wait_executor = ThreadPoolExecutor(
+                max_workers=settings.CLAWBOARD_WAIT_THREADS, thread_name_prefix="clawboard-wait"
+            )
+        return _wait_executor
+
+
 def off_server_thread(view: Callable[..., HttpResponseBase]) -> Callable[..., Any]:
     """For views that may block for seconds (`wait`, await_sessions).
 
     Under ASGI, Django runs every sync view on one shared thread, so a view that waits would
-    stall every other request; this one runs on a thread of its own instead. Under WSGI it
-    stays on the request's thread (and the test client's database connection)."""
+    stall every other request; this one runs on a thread of `wait_executor` instead. Under
+    WSGI it stays on the request's thread (and the test client's database connection)."""
 
     def call_and_close(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
@@ -83,7 +103,8 @@ def off_server_thread(view: Callable[..., HttpResponseBase]) -> Callable[..., An
     @functools.wraps(view)
     async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if isinstance(request, ASGIRequest):
-            return await sync_to_async(call_and_close, thread_sensitive=False)(request, *args, **kwargs)
+            run = sync_to_async(call_and_close, thread_sensitive=False, executor=wait_executor())
+            return await run(request, *args, **kwargs)
         return await sync_to_async(view)(request, *args, **kwargs)
 
     return wrapper
@@ -290,6 +311,16 @@ def _results_response(result: ToolResult) -> Response:
     return _tool_response(result, ADMISSION_STATUS.get(_answer(result).code, 200))
 
 
+def _await_sessions(args: dict[str, Any], caller: Run | None) -> Response:
+    """await_sessions, blocking this request. It listens for the tasks' terminal events: in
+    scale-out they come from the workers, through the channel layer, for the trees watched."""
+    from runs_app.engine.results import await_sessions_blocking, validate_await
+
+    checked = validate_await(args)
+    with waiting.watching_runs([] if isinstance(checked, ToolResult) else checked[0]):
+        return _results_response(await_sessions_blocking(args, caller=caller))
+
+
 def _cancel_task(task_id: Any, caller: Run | None, user: Any) -> Response:
     from runs_app.engine.results import cancel_task
 
@@ -382,7 +413,7 @@ class RunDelegateApi(ToolApiView):
         if action == "cancel_task":
             return _cancel_task(args.get("task_id"), run, request.user)
         if action == "await_sessions":
-            return _results_response(results.await_sessions_blocking(args, caller=run))
+            return _await_sessions(args, caller=run)
         admission = delegate_tool(caller=run, args=args, parent_call=None, via_api=True, user=request.user)
         return _admission_response(admission, wait, caller=run)
 
@@ -525,12 +556,14 @@ class RunTranscriptApi(APIView):
 
 EVENT_BATCH = 500
 KEEPALIVE_SECS = 15.0
-RECHECK_SECS = 1.0
 
 
 def event_stream(run: Run, after: int, timeout: float, stop: threading.Event) -> Iterator[bytes]:
     """SSE chunks of the run's event log after `after`, live, until every run it covers is
-    terminal, `timeout` seconds pass, or `stop` is set (the client went away)."""
+    terminal, `timeout` seconds pass, or `stop` is set (the client went away).
+
+    Woken by every event of the tree, published in this process or, in scale-out, by a worker
+    (`wakeups.watching`); the log is also read again every `waiting.RECHECK_SECS`."""
     root_id = str(run.root_id or run.pk)
     wake = threading.Event()
 
@@ -540,28 +573,29 @@ def event_stream(run: Run, after: int, timeout: float, stop: threading.Event) ->
 
     events.add_listener(listener)
     try:
-        deadline = time.monotonic() + timeout
-        quiet_since = time.monotonic()
-        last = after
-        while not stop.is_set():
-            wake.clear()
-            # Read "finished" before the events: the terminal event commits with the status.
-            finished = selectors.run_events_finished(run)
-            batch = list(selectors.run_events(run, after=last, limit=EVENT_BATCH))
-            for event in batch:
-                yield sse_event(events.event_json(event))
-                last = event.id
-            if len(batch) == EVENT_BATCH:
-                continue
-            now = time.monotonic()
-            if batch:
-                quiet_since = now
-            if finished or now >= deadline:
-                return
-            if now - quiet_since >= KEEPALIVE_SECS:
-                yield b": keep-alive\n\n"
-                quiet_since = now
-            wake.wait(min(deadline - now, RECHECK_SECS))
+        with wakeups.watching([root_id]):
+            deadline = time.monotonic() + timeout
+            quiet_since = time.monotonic()
+            last = after
+            while not stop.is_set():
+                wake.clear()
+                # Read "finished" before the events: the terminal event commits with the status.
+                finished = selectors.run_events_finished(run)
+                batch = list(selectors.run_events(run, after=last, limit=EVENT_BATCH))
+                for event in batch:
+                    yield sse_event(events.event_json(event))
+                    last = event.id
+                if len(batch) == EVENT_BATCH:
+                    continue
+                now = time.monotonic()
+                if batch:
+                    quiet_since = now
+                if finished or now >= deadline:
+                    return
+                if now - quiet_since >= KEEPALIVE_SECS:
+                    yield b": keep-alive\n\n"
+                    quiet_since = now
+                wake.wait(min(deadline - now, waiting.RECHECK_SECS))
     finally:
         events.remove_listener(listener)
 
@@ -862,15 +896,13 @@ class ResultAwaitApi(ToolApiView):
         description="await_sessions: blocks until the tasks settle or timeout_ms passes.",
     )
     def post(self, request: Request) -> Response:
-        from runs_app.engine.results import await_sessions_blocking
-
         try:
             data = request.data
         except (ParseError, UnsupportedMediaType) as exc:
             return _tool_response(ToolResult.fail(str(exc.detail)), 400)
         if not isinstance(data, dict):
             return _tool_response(ToolResult.fail("The request body must be a JSON object"), 400)
-        return _results_response(await_sessions_blocking(dict(data), caller=None))
+        return _await_sessions(dict(data), caller=None)
 
 
 # -- schedules ----------------------------------------------------------------------------------

@@ -312,14 +312,26 @@ class Cluster:
         proc.start(self.env)
         return proc
 
-    def start_daphne(self, index: int) -> Proc:
+    def start_daphne(self, index: int, extra_env: dict[str, str] | None = None) -> Proc:
         port = self.daphne_ports[index]
         proc = self._proc(
             f"daphne-{index}",
             [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "zeroclaw_site.asgi:application"],
         )
-        proc.start(self.env)
+        proc.start({**self.env, **(extra_env or {})})
         return proc
+
+    @contextlib.contextmanager
+    def extra_daphne(self, extra_env: dict[str, str]) -> Iterator[int]:
+        """One more daphne with some environment of its own, for the block; yields its index."""
+        self.daphne_ports.append(free_port())
+        index = len(self.daphne_ports) - 1
+        proc = self.start_daphne(index, extra_env)
+        try:
+            self.wait_daphne(index)
+            yield index
+        finally:
+            proc.stop()
 
     def wait_daphne(self, index: int, timeout: float = 60) -> None:
         url = f"{self.base_url(index)}/accounts/login/"
