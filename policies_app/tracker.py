@@ -83,8 +83,8 @@ def tracker_record_action(
             )
             if cursor.fetchone()[0] >= max_actions_per_hour:
                 raise BudgetExhausted(RATE_LIMIT_ACTIONS)
-            if max_cost_per_day_cents is not None and _cost_on(key, _today(at)) >= max_cost_per_day_cents:
-                raise BudgetExhausted(RATE_LIMIT_COST)
+            if max_cost_per_day_cents is not None:
+                tracker_check_cost(key=key, max_cost_per_day_cents=max_cost_per_day_cents, now=at)
             cursor.execute(
                 f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
                 [tracker_id, connection.ops.adapt_datetimefield_value(at)],

@@ -214,14 +214,6 @@ def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
     return True
 
 
-def blocking_calls(run_id: Any) -> Any:
-    """The pending tool calls a run still waits on. An approved call is pending until the run
-    executes it, but it blocks nothing: the run itself runs it when it resumes."""
-    return ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.PENDING).exclude(
-        wait_kind="approval", approval__status="approved"
-    )
-
-
 def lock_run(run_id: Any) -> None:
     """Serialise the "does this run still wait?" decisions on its row (PostgreSQL; SQLite's
     IMMEDIATE transactions already serialise writers): the run going `waiting` and a settle

@@ -161,7 +161,8 @@ CHILDREN_OF_CALL = Prepared(
 
 def blocking_counts(run_id: Any) -> tuple[int, int]:
     """How many pending tool calls a run still waits on, and how many of those are approvals
-    not yet given (`settle.blocking_calls`, counted in one plain statement)."""
+    not yet given. An approved call is pending until the run executes it, but it blocks
+    nothing: the run itself runs it when it resumes. (The one place this rule is written.)"""
     row = fetchone(
         f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN c.wait_kind = %s THEN 1 ELSE 0 END), 0)"
         f" FROM {table(ToolCall)} c LEFT OUTER JOIN {table(Approval)} a ON a.tool_call_id = c.id"
