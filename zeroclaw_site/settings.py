@@ -76,7 +76,13 @@ _SQLITE_OPTIONS = {
 }
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'clawboard.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's SQLite backend, whose writers in one process queue on a lock rather than sleep
+    # in SQLite's busy handler (zeroclaw_site/sqlite_backend/base.py).
+    DATABASES["default"]["ENGINE"] = "zeroclaw_site.sqlite_backend"
     DATABASES["default"].setdefault("OPTIONS", {}).update(_SQLITE_OPTIONS)
+    # Keep each thread's connection between tasks and requests: opening one runs the PRAGMAs
+    # and registers Django's SQL functions, which cost more than a child's whole step.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     # One test database per process, so parallel test runs never share a file.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-clawboard-{os.getpid()}.sqlite3")}
 else:
@@ -165,6 +171,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fix-up closes the task thread's database connection before and after every
+# task unless this is set, and a task is often one short step: reopening cost more than the
+# step. With it, a connection is kept for this many tasks; CONN_MAX_AGE and the tasks' own
+# close_old_connections() still drop one that is old or broken.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CLAWBOARD_WORKERS = env.int("CLAWBOARD_WORKERS", default=4)
 # Threads per server process for the REST views that may wait (`wait`, await_sessions): one
 # per waiting request. Each may hold a database connection while it runs.

@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents_app.snapshot import AgentSpec
 from runs_app import events
 from runs_app.engine import sql
+from runs_app.engine.claims import claim_inline
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.settle import enqueue
 from runs_app.models import Message, Run, ToolCall
@@ -175,7 +176,9 @@ def create_run(
             "prompt": prompt[:500],
         },
     )
-    enqueue(run.pk)
+    # This worker runs it next when its slot is free: claimed in this same commit, else queued.
+    if not claim_inline(run.pk, run.root_id):
+        enqueue(run.pk)
     if timeout_secs:
         from runs_app.tasks import expire_run
 

@@ -3,9 +3,12 @@
 When a step spawns a sync child (the parent now waits) or finishes a child (its parent is
 queued again), the next useful work is that run. Instead of a round trip through the broker,
 the first run queued during a step is kept in a per-thread slot and advanced by the same
-worker right after; any further ones go through the broker as usual. The run is `queued` in
-the database either way, so if this worker dies before taking it, the reaper's re-enqueue of
-stale queued runs recovers it."""
+worker right after; any further ones go through the broker as usual.
+
+The kept run is usually claimed in the very commit that queued it (`claims.claim_inline`): it
+is then `running`, owned by this worker, with a fresh heartbeat, and if this worker dies before
+taking it the reaper treats it as any run whose worker died. Otherwise it is `queued` in the
+database, and the reaper's re-enqueue of stale queued runs recovers it."""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ _local = threading.local()
 
 
 class Slot:
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "claimed")
 
     def __init__(self) -> None:
         self.run_id: Any = None
+        self.claimed = False  # claimed already, in the commit that queued it (claims.claim_inline)
 
 
 @contextmanager
@@ -35,10 +39,16 @@ def slot() -> Iterator[Slot]:
         _local.slot = previous
 
 
-def take(run_id: Any) -> bool:
+def free() -> bool:
+    """Is this thread a worker whose slot is still free?"""
+    current: Slot | None = getattr(_local, "slot", None)
+    return current is not None and current.run_id is None
+
+
+def take(run_id: Any, *, claimed: bool = False) -> bool:
     """Keep `run_id` for this thread's worker if its slot is free. False: send it to the broker."""
     current: Slot | None = getattr(_local, "slot", None)
     if current is None or current.run_id is not None:
         return False
-    current.run_id = run_id
+    current.run_id, current.claimed = run_id, claimed
     return True

@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from agents_app.models import Agent
-from policies_app.models import DelegateSettings
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
 from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
-from runs_app.engine import heartbeat, inline, settle, sql, store
+from runs_app.engine import heartbeat, inline, sql, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
+from runs_app.engine.claims import claim, give_back, take_claimed
 from runs_app.engine.frozen import FrozenPolicy, cached_provider
 from runs_app.engine.providers import (
     AllProvidersFailed,
@@ -47,13 +46,20 @@ SELF_CHECKING: frozenset[str] = frozenset({"spawn_subagent"})
 
 def advance_run(run_id: Any) -> None:
     """Advance a run, then keep this worker busy with the run its step made runnable (a sync
-    child it spawned, or the parent its end woke), without a round trip through the broker."""
+    child it spawned, or the parent its end woke), without a round trip through the broker.
+    That run is usually claimed already, in the commit that made it runnable (`claims`)."""
     next_id: Any = run_id
+    claimed = False
     hops = 0
-    while next_id is not None and hops < MAX_INLINE_HOPS:
+    while next_id is not None and (hops < MAX_INLINE_HOPS or claimed):
         with inline.slot() as slot:
-            _advance_one(next_id)
-        next_id = slot.run_id
+            try:
+                _advance_one(next_id, claimed=claimed)
+            except BaseException:
+                if slot.claimed:  # claimed for a hop that will not come: back to the queue
+                    give_back(slot.run_id)
+                raise
+        next_id, claimed = slot.run_id, slot.claimed
         hops += 1
     if next_id is not None:
         from runs_app.tasks import advance_run as task
@@ -64,8 +70,8 @@ def advance_run(run_id: Any) -> None:
 MAX_INLINE_HOPS = 10_000
 
 
-def _advance_one(run_id: Any) -> None:
-    run = claim(run_id)
+def _advance_one(run_id: Any, *, claimed: bool = False) -> None:
+    run = take_claimed(run_id) if claimed else claim(run_id)
     if run is None:
         return
     heartbeat.hold(run.pk)
@@ -77,51 +83,6 @@ def _advance_one(run_id: Any) -> None:
         run_finish(run_id, status=Run.Status.FAILED, error=f"internal error: {exc.__class__.__name__}: {exc}")
     finally:
         heartbeat.release(run.pk)
-
-
-_limit_cache: tuple[float, int] = (0.0, 8)
-
-
-def _max_concurrent_runs() -> int:
-    """[delegate].max_concurrent_runs, re-read at most once a second."""
-    global _limit_cache
-    now = time.monotonic()
-    if now - _limit_cache[0] > 1.0:
-        row = DelegateSettings.objects.filter(pk=1).only("max_concurrent_runs").first()
-        _limit_cache = (now, row.max_concurrent_runs if row else DelegateSettings().max_concurrent_runs)
-    return _limit_cache[1]
-
-
-CLAIM_LOCK_KEY = 4242_0001  # the advisory lock that serialises claims (PostgreSQL)
-
-
-def claim(run_id: Any) -> Run | None:
-    """Take a queued run (conditional UPDATE: a duplicated task message claims nothing)."""
-    limit = _max_concurrent_runs()
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            root = sql.fetchone(f"SELECT root_id FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)])
-            events.lock_tree((root and root[0]) or run_id)
-            # Serialise claims so the running count below is exact (one advisory lock for all
-            # claims, taken after the tree's); SQLite's IMMEDIATE transactions already
-            # serialise every writer.
-            sql.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
-        running = sql.fetchone(f"SELECT COUNT(*) FROM {sql.table(Run)} WHERE status = %s", ["running"])
-        if running and running[0] >= limit:
-            if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
-                settle.deferrals_seen = True
-            return None
-        now = sql.when(timezone.now())
-        if not sql.execute(
-            f"UPDATE {sql.table(Run)} SET status = %s, owner = %s, heartbeat_at = %s,"
-            " started_at = COALESCE(started_at, %s), deferred = %s WHERE id = %s AND status = %s",
-            ["running", heartbeat.WORKER_ID, now, now, False, sql.uid(run_id), "queued"],
-        ):
-            return None
-        run = sql.run_get(run_id)
-        assert run is not None
-        events.emit(run, "run.started", {"owner": heartbeat.WORKER_ID})
-    return run
 
 
 class Stopped(Exception):

@@ -223,7 +223,10 @@ def lock_run(run_id: Any) -> None:
 
 
 def wake_if_ready(run: Run) -> bool:
-    """Queue a waiting run again once nothing blocks it. True when it was queued."""
+    """Queue a waiting run again once nothing blocks it. True when it was queued (and claimed
+    for this worker's next hop, when it has one free: `claims.claim_inline`)."""
+    from runs_app.engine.claims import claim_inline
+
     with events.tree_tx(run.root_id or run.pk, savepoint=False):
         lock_run(run.pk)
         if sql.blocking_counts(run.pk)[0]:
@@ -235,7 +238,8 @@ def wake_if_ready(run: Run) -> bool:
             return False
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
-        enqueue(run.pk)
+        if not claim_inline(run.pk, run.root_id or run.pk):
+            enqueue(run.pk)
         return True
 
 

@@ -1,0 +1,129 @@
+"""Claiming a queued run for this worker: the only way a run becomes `running`.
+
+Two ways in. `claim` is a task's first step: its own transaction, a conditional UPDATE from
+`queued`, so a duplicated task message claims nothing. `claim_inline` is taken inside the
+transaction that makes a run runnable (a sync child created, a parent woken by its last
+child) when this worker will run it next anyway (`inline`): the run goes from `queued` to
+`running` in that same commit, which saves the task a transaction of its own. Both check
+[delegate].max_concurrent_runs the same way and emit the same `run.started`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from policies_app.models import DelegateSettings
+from runs_app import events
+from runs_app.engine import heartbeat, inline, settle, sql
+from runs_app.models import Run
+
+log = logging.getLogger(__name__)
+
+CLAIM_LOCK_KEY = 4242_0001  # the advisory lock that serialises claims (PostgreSQL)
+
+_limit_cache: tuple[float, int] = (0.0, 8)
+
+
+def max_concurrent_runs() -> int:
+    """[delegate].max_concurrent_runs, re-read at most once a second."""
+    global _limit_cache
+    now = time.monotonic()
+    if now - _limit_cache[0] > 1.0:
+        row = DelegateSettings.objects.filter(pk=1).only("max_concurrent_runs").first()
+        _limit_cache = (now, row.max_concurrent_runs if row else DelegateSettings().max_concurrent_runs)
+    return _limit_cache[1]
+
+
+def _room(limit: int) -> bool:
+    """Inside a transaction holding the tree's lock: is there room for one more running run?
+    Claims are serialised so that the count is exact (on PostgreSQL one advisory lock for all
+    claims, always taken after a tree's; SQLite's IMMEDIATE transactions serialise writers)."""
+    if connection.vendor == "postgresql":
+        sql.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
+    running = sql.fetchone(f"SELECT COUNT(*) FROM {sql.table(Run)} WHERE status = %s", ["running"])
+    return not (running and running[0] >= limit)
+
+
+def _take(run_id: Any) -> bool:
+    """queued → running, owned by this worker. False when it was not queued."""
+    now = sql.when(timezone.now())
+    return bool(
+        sql.execute(
+            f"UPDATE {sql.table(Run)} SET status = %s, owner = %s, heartbeat_at = %s,"
+            " started_at = COALESCE(started_at, %s), deferred = %s WHERE id = %s AND status = %s",
+            ["running", heartbeat.WORKER_ID, now, now, False, sql.uid(run_id), "queued"],
+        )
+    )
+
+
+def claim(run_id: Any) -> Run | None:
+    """Take a queued run in a transaction of its own; the run, or None."""
+    limit = max_concurrent_runs()
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            root = sql.fetchone(f"SELECT root_id FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)])
+            events.lock_tree((root and root[0]) or run_id)
+        if not _room(limit):
+            if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
+                settle.deferrals_seen = True
+            return None
+        if not _take(run_id):
+            return None
+        run = sql.run_get(run_id)
+        assert run is not None
+        events.emit(run, "run.started", {"owner": heartbeat.WORKER_ID})
+    return run
+
+
+def claim_inline(run_id: Any, root_id: Any) -> bool:
+    """Inside the transaction that just queued `run_id` (its tree's lock held): claim it for
+    this thread's next hop, if the thread's slot is free and there is room. True when claimed;
+    False leaves the run queued, to be sent to a worker on commit as usual.
+
+    If the transaction rolls back, so does the claim: the next hop finds the run not running
+    (`take_claimed`) and claims it the usual way, or finds nothing to do."""
+    if not inline.free() or not transaction.get_connection().in_atomic_block:
+        return False
+    if not _room(max_concurrent_runs()) or not _take(run_id):
+        return False
+    events.emit(Run(id=run_id, root_id=root_id), "run.started", {"owner": heartbeat.WORKER_ID})
+    inline.take(run_id, claimed=True)
+    # Beating from now on: the current step may go on for a while before its hop takes the
+    # run (a background child, then more turns of its parent), and a claimed run whose
+    # heartbeat went stale would be reaped as lost.
+    heartbeat.hold(run_id)
+    return True
+
+
+def take_claimed(run_id: Any) -> Run | None:
+    """The next hop's run, claimed by `claim_inline` in a transaction that committed."""
+    run = sql.run_get(run_id)
+    if run is not None and run.status == Run.Status.RUNNING and run.owner == heartbeat.WORKER_ID:
+        return run
+    heartbeat.release(run_id)  # rolled back, or cancelled meanwhile
+    if run is not None and run.status == Run.Status.QUEUED:
+        return claim(run_id)
+    return None
+
+
+def give_back(run_id: Any) -> None:
+    """Undo `claim_inline` for a hop that will not happen (its step failed): the run is queued
+    again and sent to a worker. If even this fails, the run's heartbeat has stopped, and the
+    reaper deals with it as with any run whose worker died."""
+    heartbeat.release(run_id)
+    from runs_app.tasks import advance_run
+
+    try:
+        with transaction.atomic():
+            if sql.execute(
+                f"UPDATE {sql.table(Run)} SET status = %s, owner = %s WHERE id = %s AND status = %s AND owner = %s",
+                ["queued", "", sql.uid(run_id), "running", heartbeat.WORKER_ID],
+            ):
+                rid = str(run_id)
+                transaction.on_commit(lambda: advance_run.delay(rid), robust=True)
+    except Exception:
+        log.exception("could not give back run %s", run_id)
