@@ -105,6 +105,9 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["root", "created_at"]),
             models.Index(fields=["status", "heartbeat_at"]),
+            # a run's active children (spawn's max_children_per_run check) without reading
+            # every child it ever had
+            models.Index(fields=["parent", "status"]),
         ]
         constraints = [
             models.UniqueConstraint(

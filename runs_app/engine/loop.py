@@ -303,7 +303,7 @@ class Stepper:
         self, rows: list[ToolCall], immediate: dict[int, ToolResult], turn: int
     ) -> list[ToolCall]:
         run = self.run
-        ToolCall.objects.bulk_create(rows)
+        sql.insert(rows, returning=True)
         if any(r.pk is None for r in rows):  # backends without RETURNING
             by_pos = {c.position: c for c in ToolCall.objects.filter(run=run, turn=turn)}
             rows = [by_pos[r.position] for r in rows]

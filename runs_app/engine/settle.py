@@ -159,11 +159,13 @@ def run_finish(
         ):
             return False
         # A run that ended no longer waits for anyone: its open questions leave the inbox.
-        sql.execute(
-            f"UPDATE {sql.table(Approval)} SET status = %s, decided_at = %s, reason = %s"
-            " WHERE run_id = %s AND status = %s",
-            ["cancelled", sql.when(now), f"run {status} before a decision", sql.uid(run_id), "pending"],
-        )
+        # (None to withdraw when its risk profile never asks: only always_ask creates them.)
+        if ((run.policy or {}).get("risk") or {}).get("always_ask", True):
+            sql.execute(
+                f"UPDATE {sql.table(Approval)} SET status = %s, decided_at = %s, reason = %s"
+                " WHERE run_id = %s AND status = %s",
+                ["cancelled", sql.when(now), f"run {status} before a decision", sql.uid(run_id), "pending"],
+            )
         events.emit(
             run,
             f"run.{status}",

@@ -27,7 +27,20 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Model, QuerySet
 
-from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
+from runs_app.models import ACTIVE_STATUSES, Approval, Message, Run, RunEvent, ToolCall
+
+_thread = threading.local()
+
+
+def conn() -> Any:
+    """This thread's connection wrapper, as `django.db.connection` gives it, looked up once
+    per thread (each `connection.x` goes through asgiref's Local, and the hot path asks often).
+    Worker and request threads are plain threads, where Django keeps one wrapper per thread."""
+    try:
+        return _thread.conn
+    except AttributeError:
+        _thread.conn = connections[DEFAULT_DB_ALIAS]
+        return _thread.conn
 
 
 @cache
@@ -49,7 +62,7 @@ def uid(value: Any) -> Any:
 
 
 def when(value: datetime | None) -> Any:
-    return connection.ops.adapt_datetimefield_value(value)
+    return conn().ops.adapt_datetimefield_value(value)
 
 
 _EVENT_DATA = RunEvent._meta.get_field("data")
@@ -57,7 +70,7 @@ _EVENT_DATA = RunEvent._meta.get_field("data")
 
 def json(model: type[Model], name: str, value: Any) -> Any:
     """A value for a JSON column, as that field stores it."""
-    return model._meta.get_field(name).get_db_prep_save(value, connection)  # type: ignore[union-attr]
+    return model._meta.get_field(name).get_db_prep_save(value, conn())  # type: ignore[union-attr]
 
 
 _QMARK: dict[str, str] = {}
@@ -105,18 +118,18 @@ class _Raw:
 def cursor() -> Iterator[Any]:
     """A cursor for this thread's connection: the driver's own, or Django's when queries are
     logged or wrapped. Both take `%s` placeholders."""
-    conn = connections[DEFAULT_DB_ALIAS]
-    if conn.queries_logged or conn.execute_wrappers:
-        with conn.cursor() as wrapped:
+    db = conn()
+    if db.queries_logged or db.execute_wrappers:
+        with db.cursor() as wrapped:
             yield wrapped
         return
-    if conn.connection is None:
-        conn.ensure_connection()
-    conn.validate_no_broken_transaction()
-    with conn.wrap_database_errors:
-        raw = conn.connection.cursor()
+    if db.connection is None:
+        db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        raw = db.connection.cursor()
         try:
-            yield _Raw(raw, conn.vendor == "sqlite")
+            yield _Raw(raw, db.vendor == "sqlite")
         finally:
             raw.close()
 
@@ -149,7 +162,7 @@ def _returning() -> bool:
 def insert_event(run_id: Any, root_id: Any, type_: str, at: datetime, data: dict[str, Any]) -> int:
     """INSERT one RunEvent row; its id."""
     sql = f"INSERT INTO {table(RunEvent)} (run_id, root_id, type, at, data) VALUES (%s, %s, %s, %s, %s)"
-    params = [uid(run_id), uid(root_id), type_, when(at), _EVENT_DATA.get_db_prep_save(data, connection)]
+    params = [uid(run_id), uid(root_id), type_, when(at), _EVENT_DATA.get_db_prep_save(data, conn())]
     with cursor() as cur:
         if _returning():
             cur.execute(sql + " RETURNING id", params)
@@ -171,17 +184,18 @@ class Prepared:
         self._local = threading.local()
 
     def _compiled(self) -> tuple[Any, str, list[Any], list[int], Any, Any]:
-        key = (connection.alias, connection.vendor)
+        db = conn()
+        key = (db.alias, db.vendor)
         state = getattr(self._local, "state", None)
         if state is None or state[0] != key:
             first = [a for a, _ in self.samples]
-            compiler = self.build(*first).query.get_compiler(using=connection.alias)
+            compiler = self.build(*first).query.get_compiler(using=db.alias)
             sql_text, params = compiler.as_sql()
             slots = []
             for i, (_, other) in enumerate(self.samples):
                 values = list(first)
                 values[i] = other
-                _, other_params = self.build(*values).query.get_compiler(using=connection.alias).as_sql()
+                _, other_params = self.build(*values).query.get_compiler(using=db.alias).as_sql()
                 diff = [j for j, (x, y) in enumerate(zip(params, other_params, strict=True)) if x != y]
                 assert len(diff) == 1, "a prepared query's parameter must appear once"
                 slots.append(diff[0])
@@ -213,7 +227,8 @@ class Prepared:
         start, end = info["select_fields"][0], info["select_fields"][-1] + 1
         names = [s[0].target.attname for s in compiler.select[start:end]]
         model = info["model"]
-        return [model.from_db(connection.alias, names, row[start:end]) for row in rows]
+        alias = conn().alias
+        return [model.from_db(alias, names, row[start:end]) for row in rows]
 
 
 RUN_BY_PK = Prepared(lambda pk: Run.objects.filter(pk=pk).order_by(), *[(uuid.UUID(int=1), uuid.UUID(int=2))])
@@ -255,30 +270,43 @@ def blocking_counts(run_id: Any) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-def insert(objs: list[Any]) -> None:
-    """INSERT new rows of one model whose generated ids nobody reads back (a Run's id is a
-    UUID set in Python; a Message's or ToolCall's is not needed): what `bulk_create` does,
-    field by field the same (`pre_save` stamps auto_now_add), without building the query."""
+def insert(objs: list[Any], *, returning: bool = False) -> None:
+    """INSERT new rows of one model: what `bulk_create` does, field by field the same
+    (`pre_save` stamps auto_now_add), without building the query. A Run's id is a UUID set in
+    Python; `returning=True` reads generated ids back (one multi-row INSERT ... RETURNING, in
+    the order of the rows, as bulk_create relies on too) where the database can, and leaves
+    them None where it cannot."""
     if not objs:
         return
+    db = conn()
     meta = objs[0]._meta
     fields = [f for f in meta.concrete_fields if not getattr(f, "db_returning", False)]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
+    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
+    marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
     rows = []
     for obj in objs:
-        rows.append([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
-        obj._state.adding, obj._state.db = False, connection.alias
+        rows.append([f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields])
+        obj._state.adding, obj._state.db = False, db.alias
+    head = f"INSERT INTO {table(meta.model)} ({columns}) VALUES "
     with cursor() as cur:
-        cur.executemany(f"INSERT INTO {table(meta.model)} ({columns}) VALUES ({marks})", rows)
+        if returning and db.features.can_return_rows_from_bulk_insert:
+            pk = db.ops.quote_name(meta.pk.column)
+            cur.execute(
+                head + ", ".join([marks] * len(rows)) + f" RETURNING {pk}", [v for r in rows for v in r]
+            )
+            for obj, (value,) in zip(objs, cur.fetchall(), strict=True):
+                obj.pk = value
+        else:
+            cur.executemany(head + marks, rows)
 
 
 def active_children(parent_id: Any, kind: str) -> int:
-    """How many children of this kind a run has that are not terminal yet."""
-    terminal = sorted(TERMINAL_STATUSES)
+    """How many children of this kind a run has that are not terminal yet (an index seek per
+    active status on (parent, status), however many children the run had)."""
+    active = sorted(ACTIVE_STATUSES)
     row = fetchone(
-        f"SELECT COUNT(*) FROM {table(Run)} WHERE parent_id = %s AND kind = %s"
-        f" AND status NOT IN ({', '.join(['%s'] * len(terminal))})",
-        [uid(parent_id), kind, *terminal],
+        f"SELECT COUNT(*) FROM {table(Run)} WHERE parent_id = %s AND status IN ({', '.join(['%s'] * len(active))})"
+        " AND kind = %s",
+        [uid(parent_id), *active, kind],
     )
     return int(row[0]) if row else 0

@@ -35,7 +35,13 @@ def setup_tree() -> None:
             "boss",
             [
                 {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
-                {"turns": [{"tool_calls": [SPAWN]}, {"tool_calls": [SPAWN]}, {"say": "got {{tool_results}}"}]},
+                {
+                    "turns": [
+                        {"tool_calls": [SPAWN]},
+                        {"tool_calls": [SPAWN]},
+                        {"say": "got {{tool_results}}"},
+                    ]
+                },
             ],
         )
         + agent("boss", "scripted.boss")

@@ -78,6 +78,20 @@ def test_insert_writes_what_bulk_create_writes() -> None:
     ]
 
 
+def test_insert_returning_reads_the_generated_ids_back_in_order() -> None:
+    run = make_run()
+    calls = [
+        ToolCall(run=run, turn=0, position=i, call_id=f"c{i}", name="shell", arguments={"i": i})
+        for i in range(3)
+    ]
+    sql.insert(calls, returning=True)
+    stored = {c.pk: (c.position, c.arguments) for c in ToolCall.objects.filter(run=run)}
+    if connection.features.can_return_rows_from_bulk_insert:
+        assert [stored[c.pk] for c in calls] == [(0, {"i": 0}), (1, {"i": 1}), (2, {"i": 2})]
+    else:
+        assert all(c.pk is None for c in calls) and len(stored) == 3
+
+
 def test_insert_event_returns_the_new_id() -> None:
     run = make_run()
     at = timezone.now()

@@ -248,3 +248,22 @@ def test_cost_cents_from_pricing_per_million_tokens() -> None:
     assert cost_cents(spec, Usage(1_000_000, 0)) == 300
     assert cost_cents(spec, Usage(2000, 1000)) == pytest.approx(0.6 + 1.5)
     assert cost_cents(ProviderSpec(type="scripted", alias="d"), Usage(5, 5)) == 0
+
+
+def test_estimated_input_counts_the_whole_conversation_as_it_grows() -> None:
+    # Each turn counts only what was added since the last one, with the same result as
+    # counting every message again; a conversation that shares no message starts from zero.
+    p = provider([{"turns": [{"say": "ok"}]}])
+    conversation = [ChatMessage("system", "be brief"), ChatMessage("user", "a b c")]
+    other = [ChatMessage("user", "x y")]
+    for turn in range(6):
+        expected = sum(len(m.content.split()) for m in conversation)
+        request = ChatRequest(messages=list(conversation), prompt="a b c", turn_index=0)
+        assert p.complete(request).usage.input_tokens == expected, turn
+        alone = ChatRequest(messages=list(other), prompt="x y", turn_index=0)
+        assert p.complete(alone).usage.input_tokens == 2
+        conversation += [ChatMessage("assistant", "w " * turn), ChatMessage("tool", f"r{turn} s t")]
+    # a new list of fresh messages with the same text counts the same
+    copy = [ChatMessage(m.role, m.content) for m in conversation[:3]]
+    request = ChatRequest(messages=copy, prompt="a b c", turn_index=0)
+    assert p.complete(request).usage.input_tokens == sum(len(m.content.split()) for m in copy)

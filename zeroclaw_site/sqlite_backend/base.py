@@ -36,7 +36,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _start_transaction_under_autocommit(self) -> None:
         lock: threading.Lock | None = None
-        if getattr(self, "transaction_mode", None) in ("IMMEDIATE", "EXCLUSIVE") and not self.is_in_memory_db():
+        if (
+            getattr(self, "transaction_mode", None) in ("IMMEDIATE", "EXCLUSIVE")
+            and not self.is_in_memory_db()
+        ):
             lock = writer_lock(self.settings_dict["NAME"])
             timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
             if not lock.acquire(timeout=timeout):

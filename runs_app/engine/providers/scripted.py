@@ -28,6 +28,7 @@ from typing import Any
 from agents_app.snapshot import ProviderSpec
 
 from .base import (
+    ChatMessage,
     ChatRequest,
     ModelReply,
     ProviderError,
@@ -185,6 +186,30 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+# id(last message counted) -> (that message, its index, words up to and including it). A
+# conversation only grows at its end, so each turn counts only the messages added since the
+# turn before, and a run's cost does not grow with its length. The message is kept in the
+# entry so that its id cannot be reused by another while the entry lives.
+_counted: dict[int, tuple[ChatMessage, int, int]] = {}
+
+
+def _conversation_words(messages: list[ChatMessage]) -> int:
+    """sum(_words(m.content) for m in messages), from the last count of this conversation."""
+    total, start = 0, 0
+    for i in range(len(messages) - 1, -1, -1):
+        entry = _counted.get(id(messages[i]))
+        if entry is not None and entry[0] is messages[i] and entry[1] == i:
+            total, start = entry[2], i + 1
+            break
+    for message in messages[start:]:
+        total += _words(message.content)
+    if messages:
+        if len(_counted) > 100_000:
+            _counted.clear()
+        _counted[id(messages[-1])] = (messages[-1], len(messages) - 1, total)
+    return total
+
+
 class ScriptedProvider:
     def __init__(self, spec: ProviderSpec, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.spec = spec
@@ -228,7 +253,7 @@ class ScriptedProvider:
         ]
         visible = check_semantic(text, calls)
         usage = turn.usage or Usage(
-            input_tokens=sum(_words(message.content) for message in request.messages),
+            input_tokens=_conversation_words(request.messages),
             output_tokens=_words(visible)
             + sum(_words(call.name) + _words(json.dumps(call.arguments)) for call in calls),
         )
