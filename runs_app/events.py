@@ -84,17 +84,58 @@ def event_json(event: RunEvent) -> dict[str, Any]:
 
 
 def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
-    """Persist one event now (inside the caller's transaction) and publish it on commit."""
+    """Persist one event inside the caller's transaction and publish it on commit.
+
+    Inside a transaction opened by `tree_tx`, the row is written with the others of that
+    transaction in one INSERT just before it commits (`_flush`); elsewhere, now. Either way
+    the event commits or rolls back with the caller's transaction, ids follow the order of
+    the calls, and nothing reads a tree's events before its transaction commits. The
+    returned event's id is set once its row is written."""
     assert type_ in EVENT_TYPES, type_
     root_id = run.root_id or run.pk
     lock_tree(root_id)
     at, data = timezone.now(), data or {}
-    # One plain INSERT: the ORM's create() costs several times the statement (runs_app.engine.sql).
-    event_id = sql.insert_event(run.pk, root_id, type_, at, data)
-    event = RunEvent(id=event_id, run_id=run.pk, root_id=root_id, type=type_, at=at, data=data)
+    event = RunEvent(id=None, run_id=run.pk, root_id=root_id, type=type_, at=at, data=data)
     payload = event_json(event)
+    conn = transaction.get_connection()
+    batch: _Batch | None = getattr(conn, "_clawboard_events", None)
+    if batch is not None and conn.atomic_blocks and conn.atomic_blocks[0] is batch.block:
+
+        def send() -> None:
+            publish(payload)
+
+        transaction.on_commit(send, robust=True)
+        batch.rows.append((sql.event_row(run.pk, root_id, type_, at, data), event, payload, send))
+        return event
+    # One plain INSERT: the ORM's create() costs several times the statement (runs_app.engine.sql).
+    event.id = payload["id"] = sql.insert_event(run.pk, root_id, type_, at, data)
     transaction.on_commit(lambda: publish(payload), robust=True)
     return event
+
+
+class _Batch:
+    """The events of one `tree_tx` transaction not written yet: (row, event, payload, the
+    on-commit callback that publishes it)."""
+
+    __slots__ = ("block", "rows")
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+        self.rows: list[tuple[list[Any], RunEvent, dict[str, Any], Callable[[], None]]] = []
+
+
+def _flush(conn: Any, batch: _Batch) -> None:
+    """Write the batch's events in one INSERT, just before the transaction commits. An event
+    emitted inside a savepoint that was rolled back since is left out: Django dropped its
+    publishing callback from the commit hooks, which is how it is recognised."""
+    rows, batch.rows = batch.rows, []
+    if not rows or conn.needs_rollback:
+        return
+    alive = {id(func) for _, func, _ in conn.run_on_commit}
+    kept = [r for r in rows if id(r[3]) in alive]
+    ids = sql.insert_events([r[0] for r in kept])
+    for (_, event, payload, _), event_id in zip(kept, ids, strict=True):
+        event.id = payload["id"] = event_id
 
 
 def lock_tree(root_id: Any) -> None:
@@ -134,8 +175,18 @@ def tree_tx(root_id: Any, *, savepoint: bool = True) -> Iterator[None]:
     `savepoint=False` for a block nested in another whose exceptions always end the outer
     one too (nobody catches them inside it): no SAVEPOINT/RELEASE pair on the hot path."""
     with transaction.atomic(savepoint=savepoint):
-        lock_tree(root_id)
-        yield
+        conn = transaction.get_connection()
+        batch = _Batch(conn.atomic_blocks[0]) if len(conn.atomic_blocks) == 1 else None
+        if batch is not None:  # the outermost block: its events are written in one INSERT
+            setattr(conn, "_clawboard_events", batch)  # noqa: B010
+        try:
+            lock_tree(root_id)
+            yield
+            if batch is not None:
+                _flush(conn, batch)
+        finally:
+            if batch is not None:
+                setattr(conn, "_clawboard_events", None)  # noqa: B010
 
 
 def dispatch_local(payload: dict[str, Any]) -> None:

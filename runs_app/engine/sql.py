@@ -161,13 +161,46 @@ def _returning() -> bool:
 
 def insert_event(run_id: Any, root_id: Any, type_: str, at: datetime, data: dict[str, Any]) -> int:
     """INSERT one RunEvent row; its id."""
+    return insert_row_event(event_row(run_id, root_id, type_, at, data))
+
+
+def event_row(run_id: Any, root_id: Any, type_: str, at: datetime, data: dict[str, Any]) -> list[Any]:
+    """A RunEvent row's values (run_id, root_id, type, at, data), prepared for the database."""
+    return [uid(run_id), uid(root_id), type_, when(at), _EVENT_DATA.get_db_prep_save(data, conn())]
+
+
+_EVENTS_CHUNK = 500  # rows per INSERT: 2,500 parameters, far under SQLite's limit
+
+
+def insert_events(rows: list[list[Any]]) -> list[int]:
+    """INSERT RunEvent rows (from `event_row`) in as few statements as the database allows;
+    their ids, in the order of the rows. The ids of one statement are handed out in the order
+    of its rows (SQLite's rowids and a PostgreSQL sequence both count up row by row), so the
+    ids read back are sorted rather than trusted to come back in that order."""
+    ids: list[int] = []
+    head = f"INSERT INTO {table(RunEvent)} (run_id, root_id, type, at, data) VALUES "
+    for start in range(0, len(rows), _EVENTS_CHUNK):
+        chunk = rows[start : start + _EVENTS_CHUNK]
+        if not _returning():
+            ids += [insert_row_event(row) for row in chunk]
+            continue
+        with cursor() as cur:
+            cur.execute(
+                head + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)) + " RETURNING id",
+                [v for row in chunk for v in row],
+            )
+            ids += sorted(int(r[0]) for r in cur.fetchall())
+    return ids
+
+
+def insert_row_event(row: list[Any]) -> int:
+    """INSERT one RunEvent row (from `event_row`); its id."""
     sql = f"INSERT INTO {table(RunEvent)} (run_id, root_id, type, at, data) VALUES (%s, %s, %s, %s, %s)"
-    params = [uid(run_id), uid(root_id), type_, when(at), _EVENT_DATA.get_db_prep_save(data, conn())]
     with cursor() as cur:
         if _returning():
-            cur.execute(sql + " RETURNING id", params)
+            cur.execute(sql + " RETURNING id", row)
             return int(cur.fetchone()[0])
-        cur.execute(sql, params)
+        cur.execute(sql, row)
         return int(cur.lastrowid)
 
 
