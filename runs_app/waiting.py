@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.db import connection
+
 from runs_app import events, wakeups
 from runs_app.models import TERMINAL_STATUSES, Run
 
@@ -58,6 +60,14 @@ def watching_runs(run_ids: Iterable[Any]) -> Iterator[None]:
         yield
 
 
+def release_connection() -> None:
+    """Give this thread's database connection back to the pool before a wait, when there is
+    a pool (PostgreSQL, see settings): a request that waits minutes must not hold one of the
+    process's few connections. The next read borrows one again."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()
+
+
 def wait_for_terminal(run_ids: Iterable[Any], timeout: float) -> bool:
     """Block until every run is terminal (True) or `timeout` seconds have passed (False)."""
     ids = {str(i) for i in run_ids}
@@ -87,6 +97,7 @@ def wait_for_terminal(run_ids: Iterable[Any], timeout: float) -> bool:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
+                release_connection()
                 wake.wait(min(remaining, RECHECK_SECS))
     finally:
         events.remove_listener(listener)

@@ -85,6 +85,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     # One test database per process, so parallel test runs never share a file.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-clawboard-{os.getpid()}.sqlite3")}
+elif (_pool_max := env.int("CLAWBOARD_DB_POOL_MAX", default=10)) > 0:
+    # A pool of connections per process (psycopg's, through Django): threads borrow one and
+    # give it back when Django closes it, so a process never holds more than this many, however
+    # many threads serve requests or wait. Without it, daphne kept one connection per thread
+    # (64 waiting threads and more), and PostgreSQL's 100 ran out under load: HTTP 500s.
+    # A thread that finds the pool empty waits for a connection (CLAWBOARD_DB_POOL_TIMEOUT s).
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": _pool_max,
+        "timeout": env.float("CLAWBOARD_DB_POOL_TIMEOUT", default=30.0),
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool instead
 else:
     # Keep connections between requests and tasks (a new PostgreSQL connection per task costs
     # more than the task); health checks drop one that died.

@@ -595,6 +595,7 @@ def event_stream(run: Run, after: int, timeout: float, stop: threading.Event) ->
                 if now - quiet_since >= KEEPALIVE_SECS:
                     yield b": keep-alive\n\n"
                     quiet_since = now
+                waiting.release_connection()
                 wake.wait(min(deadline - now, waiting.RECHECK_SECS))
     finally:
         events.remove_listener(listener)

@@ -169,6 +169,9 @@ def await_sessions_blocking(args: dict[str, Any], caller: Run | None = None) -> 
             remaining = deadline - time.monotonic()
             if outcome is not None or remaining <= 0:
                 break
+            from runs_app.waiting import release_connection
+
+            release_connection()
             wake.wait(min(1.0, remaining))
             wake.clear()
     finally:
