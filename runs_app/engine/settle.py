@@ -166,6 +166,10 @@ def run_finish(
                 " WHERE run_id = %s AND status = %s",
                 ["cancelled", sql.when(now), f"run {status} before a decision", sql.uid(run_id), "pending"],
             )
+        # The mirror file is written on commit BEFORE the terminal event is published (commit
+        # hooks run in the order they were registered): whoever the event wakes (results/await,
+        # a REST wait) finds the file final.
+        _mirror(run)
         events.emit(
             run,
             f"run.{status}",
@@ -175,7 +179,6 @@ def run_finish(
             _settle_call(run.parent_call_id)
         elif run.execution == Run.Execution.BACKGROUND and run.parent_id:
             _background_done(run)
-        _mirror(run)
         kick_queue()
     return True
 

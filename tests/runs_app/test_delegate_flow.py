@@ -121,3 +121,31 @@ def test_background_delegate_mirrors_its_result_to_a_json_file(worker: object) -
     assert data["status"] == "completed"
     assert data["output"] == "[Agent 'a' (scripted/w-1)]\na finished slow job"
     assert set(data) == {"task_id", "agent", "status", "output", "error", "started_at", "finished_at"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: object) -> None:
+    # Whoever the terminal event wakes (results/await, a REST wait) reads a final file: the
+    # mirror is written by an earlier commit hook than the one that publishes the event.
+    from pathlib import Path
+
+    from runs_app import events
+
+    seen: list[str] = []
+
+    def listener(event: dict[str, object]) -> None:
+        if event["type"] == "run.completed":
+            run = Run.objects.get(pk=event["run_id"])
+            if run.kind == Run.Kind.DELEGATE:
+                path = Path(run.results_dir) / f"{run.pk}.json"
+                seen.append(json.loads(path.read_text())["status"] if path.exists() else "no file")
+
+    configure(BACKGROUND)
+    events.add_listener(listener)
+    try:
+        run = wait_for(run_start(agent="boss", prompt="start").pk)
+        child = wait_for(Run.objects.get(parent=run).pk)
+        assert child.status == "completed"
+    finally:
+        events.remove_listener(listener)
+    assert seen == ["completed"]
