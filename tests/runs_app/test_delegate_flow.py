@@ -135,7 +135,7 @@ def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: obj
 
     def listener(event: dict[str, object]) -> None:
         if event["type"] == "run.completed":
-            run = Run.objects.get(pk=event["run_id"])
+            run = Run.objects.get(pk=str(event["run_id"]))
             if run.kind == Run.Kind.DELEGATE:
                 path = Path(run.results_dir) / f"{run.pk}.json"
                 seen.append(json.loads(path.read_text())["status"] if path.exists() else "no file")
