@@ -127,11 +127,13 @@ def test_background_delegate_mirrors_its_result_to_a_json_file(worker: object) -
 def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: object) -> None:
     # Whoever the terminal event wakes (results/await, a REST wait) reads a final file: the
     # mirror is written by an earlier commit hook than the one that publishes the event.
+    import threading
     from pathlib import Path
 
     from runs_app import events
 
     seen: list[str] = []
+    heard = threading.Event()
 
     def listener(event: dict[str, object]) -> None:
         if event["type"] == "run.completed":
@@ -139,6 +141,7 @@ def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: obj
             if run.kind == Run.Kind.DELEGATE:
                 path = Path(run.results_dir) / f"{run.pk}.json"
                 seen.append(json.loads(path.read_text())["status"] if path.exists() else "no file")
+                heard.set()
 
     configure(BACKGROUND)
     events.add_listener(listener)
@@ -146,6 +149,8 @@ def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: obj
         run = wait_for(run_start(agent="boss", prompt="start").pk)
         child = wait_for(Run.objects.get(parent=run).pk)
         assert child.status == "completed"
+        # the event is published after the commit that wait_for may have read already
+        assert heard.wait(10), "the task's run.completed was never published"
     finally:
         events.remove_listener(listener)
     assert seen == ["completed"]
