@@ -7,10 +7,13 @@ announces to its parent at most once (unique row)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -353,17 +356,37 @@ def result_view(run: Run) -> dict[str, Any]:
 
 
 def mirror_result_file(run_id: Any) -> None:
-    """Write `<caller workspace>/delegate_results/<task_id>.json` atomically (temp file + rename)."""
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None or not run.results_dir:
+    """Write `<caller workspace>/delegate_results/<task_id>.json` atomically (temp file + rename).
+
+    Writers of one folder take turns (an exclusive flock on the folder, which holds across
+    processes) and read the run only once they hold it. Without that, the start writer (in the
+    request that queued the task) could read "running", be overtaken by a worker that finished
+    the task and wrote "completed", and then rename its stale copy over the final one."""
+    found = Run.objects.filter(pk=run_id).values_list("results_dir", flat=True).first()
+    if not found:
         return
-    view = result_view(run)
+    folder = Path(found)
     try:
-        folder = Path(run.results_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{run.pk}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(view, fh, indent=2)
-        os.replace(tmp, folder / f"{run.pk}.json")
+        with results_folder_lock(folder):
+            run = Run.objects.filter(pk=run_id).first()
+            if run is None:
+                return
+            view = result_view(run)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{run.pk}.", suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(view, fh, indent=2)
+            os.replace(tmp, folder / f"{run.pk}.json")
     except OSError:
-        log.exception("could not mirror task %s", run.pk)
+        log.exception("could not mirror task %s", run_id)
+
+
+@contextlib.contextmanager
+def results_folder_lock(folder: Path) -> Iterator[None]:
+    """Hold the exclusive lock of a results folder (released when the descriptor closes)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
