@@ -83,20 +83,32 @@ def event_json(event: RunEvent) -> dict[str, Any]:
     }
 
 
-def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
+def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     """Persist one event inside the caller's transaction and publish it on commit.
 
     Inside a transaction opened by `tree_tx`, the row is written with the others of that
     transaction in one INSERT just before it commits (`_flush`); elsewhere, now. Either way
     the event commits or rolls back with the caller's transaction, ids follow the order of
-    the calls, and nothing reads a tree's events before its transaction commits. The
-    returned event's id is set once its row is written."""
+    the calls, and nothing reads a tree's events before its transaction commits.
+
+    Returns the event as it is published (`event_json`'s shape); its "id" is set once its row
+    is written. `run` only needs `pk` and `root_id`."""
+    return emit_for(run.pk, run.root_id or run.pk, type_, data)
+
+
+def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`emit` by ids: no Run instance needed."""
     assert type_ in EVENT_TYPES, type_
-    root_id = run.root_id or run.pk
     lock_tree(root_id)
     at, data = timezone.now(), data or {}
-    event = RunEvent(id=None, run_id=run.pk, root_id=root_id, type=type_, at=at, data=data)
-    payload = event_json(event)
+    payload: dict[str, Any] = {
+        "id": None,
+        "run_id": str(run_id),
+        "root_id": str(root_id),
+        "type": type_,
+        "at": at.isoformat(),
+        "data": data,
+    }
     conn = transaction.get_connection()
     batch: _Batch | None = getattr(conn, "_clawboard_events", None)
     if batch is not None and conn.atomic_blocks and conn.atomic_blocks[0] is batch.block:
@@ -105,23 +117,23 @@ def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> RunEvent:
             publish(payload)
 
         transaction.on_commit(send, robust=True)
-        batch.rows.append((sql.event_row(run.pk, root_id, type_, at, data), event, payload, send))
-        return event
+        batch.rows.append((sql.event_row(run_id, root_id, type_, at, data), payload, send))
+        return payload
     # One plain INSERT: the ORM's create() costs several times the statement (runs_app.engine.sql).
-    event.id = payload["id"] = sql.insert_event(run.pk, root_id, type_, at, data)
+    payload["id"] = sql.insert_event(run_id, root_id, type_, at, data)
     transaction.on_commit(lambda: publish(payload), robust=True)
-    return event
+    return payload
 
 
 class _Batch:
-    """The events of one `tree_tx` transaction not written yet: (row, event, payload, the
-    on-commit callback that publishes it)."""
+    """The events of one `tree_tx` transaction not written yet: (row, payload, the on-commit
+    callback that publishes it)."""
 
     __slots__ = ("block", "rows")
 
     def __init__(self, block: Any) -> None:
         self.block = block
-        self.rows: list[tuple[list[Any], RunEvent, dict[str, Any], Callable[[], None]]] = []
+        self.rows: list[tuple[list[Any], dict[str, Any], Callable[[], None]]] = []
 
 
 def _flush(conn: Any, batch: _Batch) -> None:
@@ -132,10 +144,10 @@ def _flush(conn: Any, batch: _Batch) -> None:
     if not rows or conn.needs_rollback:
         return
     alive = {id(func) for _, func, _ in conn.run_on_commit}
-    kept = [r for r in rows if id(r[3]) in alive]
+    kept = [r for r in rows if id(r[2]) in alive]
     ids = sql.insert_events([r[0] for r in kept])
-    for (_, event, payload, _), event_id in zip(kept, ids, strict=True):
-        event.id = payload["id"] = event_id
+    for (_, payload, _), event_id in zip(kept, ids, strict=True):
+        payload["id"] = event_id
 
 
 def lock_tree(root_id: Any) -> None:

@@ -44,14 +44,14 @@ def test_a_tree_transaction_writes_its_events_at_commit_in_order(published: list
         with events.tree_tx(run.pk):  # nested, savepoint
             second = events.emit(run, "model.request", {"n": 2})
         third = events.emit(run, "model.response", {"n": 3})
-        assert (first.id, second.id, third.id) == (None, None, None)  # not written yet
+        assert (first["id"], second["id"], third["id"]) == (None, None, None)  # not written yet
         assert logged(run) == []
         assert published == []
     rows = logged(run)
     assert [(t, d) for _, t, d in rows] == [
         ("run.started", {"n": 1}), ("model.request", {"n": 2}), ("model.response", {"n": 3})
     ]  # fmt: skip
-    assert [first.id, second.id, third.id] == [r[0] for r in rows]
+    assert [first["id"], second["id"], third["id"]] == [r[0] for r in rows]
     assert rows[0][0] < rows[1][0] < rows[2][0]
     assert [(p["id"], p["type"], p["data"]) for p in published] == rows
 
@@ -89,12 +89,12 @@ def test_outside_a_tree_transaction_an_event_is_written_at_once(published: list[
     run = make_run()
     with transaction.atomic():
         event = events.emit(run, "run.started")
-        assert event.id is not None
-        assert logged(run) == [(event.id, "run.started", {})]
+        assert event["id"] is not None
+        assert logged(run) == [(event["id"], "run.started", {})]
         with events.tree_tx(run.pk):  # nested in a plain transaction: written at once too
             inner = events.emit(run, "run.waiting")
-            assert inner.id is not None and inner.id > event.id
-    assert [p["id"] for p in published] == [event.id, inner.id]
+            assert inner["id"] is not None and inner["id"] > event["id"]
+    assert [p["id"] for p in published] == [event["id"], inner["id"]]
 
 
 def test_a_large_batch_is_written_in_chunks_in_order(published: list[dict[str, Any]]) -> None:
@@ -103,5 +103,5 @@ def test_a_large_batch_is_written_in_chunks_in_order(published: list[dict[str, A
         made = [events.emit(run, "tool.call", {"i": i}) for i in range(1203)]
     rows = logged(run)
     assert [d["i"] for _, _, d in rows] == list(range(1203))
-    assert [e.id for e in made] == [r[0] for r in rows]
+    assert [e["id"] for e in made] == [r[0] for r in rows]
     assert len(published) == 1203
