@@ -19,10 +19,11 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Model, QuerySet
@@ -62,7 +63,25 @@ def uid(value: Any) -> Any:
 
 
 def when(value: datetime | None) -> Any:
+    """A timestamp as the backend's `adapt_datetimefield_value` gives it, without its settings
+    lookups for the usual case: an aware UTC time (`timezone.now()`)."""
+    mode = _when_mode()
+    if mode == "same":
+        return value
+    if mode == "utc-text" and value is not None and value.tzinfo is UTC:
+        return str(value.replace(tzinfo=None))
     return conn().ops.adapt_datetimefield_value(value)
+
+
+@cache
+def _when_mode() -> str:
+    """ "same": the driver takes datetimes as they are (PostgreSQL); "utc-text": SQLite with
+    USE_TZ and a UTC connection, which stores `str()` of the naive UTC time; else "django"."""
+    if connection.vendor == "postgresql":
+        return "same"
+    if connection.vendor == "sqlite" and settings.USE_TZ and connection.timezone is UTC:
+        return "utc-text"
+    return "django"
 
 
 _EVENT_DATA = RunEvent._meta.get_field("data")

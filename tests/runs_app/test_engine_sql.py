@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
@@ -34,6 +37,30 @@ def test_uid_is_what_the_uuid_field_stores() -> None:
     expected = Run._meta.pk.get_db_prep_value(value, connection)  # type: ignore[union-attr]
     assert sql.uid(value) == expected
     assert sql.uid(str(value)) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        datetime(2026, 11, 30, 21, 5, 7, 123456, tzinfo=UTC),
+        datetime(2026, 11, 30, 21, 5, 7, tzinfo=UTC),  # no microseconds
+        datetime(2026, 11, 30, 23, 5, 7, 5, tzinfo=dt_timezone(timedelta(hours=2))),
+        datetime(2026, 11, 30, 23, 5, 7, 5, tzinfo=ZoneInfo("Europe/Paris")),
+    ],
+)
+def test_when_is_what_the_datetime_field_stores(value: datetime | None) -> None:
+    field = Run._meta.get_field("finished_at")
+    assert sql.when(value) == field.get_db_prep_save(value, connection)
+
+
+def test_when_stores_a_timestamp_that_reads_back_the_same() -> None:
+    run = make_run()
+    at = timezone.now()
+    sql.execute(
+        f"UPDATE {sql.table(Run)} SET finished_at = %s WHERE id = %s", [sql.when(at), sql.uid(run.pk)]
+    )
+    assert Run.objects.get(pk=run.pk).finished_at == at
 
 
 def test_run_get_loads_the_same_run_as_the_orm() -> None:
