@@ -156,7 +156,8 @@ class Tracker(models.Model):
 
 
 class TrackerAction(models.Model):
-    tracker = models.ForeignKey(Tracker, on_delete=models.CASCADE, related_name="actions")
+    # indexed by (tracker, at) below
+    tracker = models.ForeignKey(Tracker, on_delete=models.CASCADE, related_name="actions", db_index=False)
     at = models.DateTimeField(db_index=True)
 
     class Meta:
@@ -167,7 +168,8 @@ class TrackerAction(models.Model):
 
 
 class TrackerCost(models.Model):
-    tracker = models.ForeignKey(Tracker, on_delete=models.CASCADE, related_name="costs")
+    # indexed by the (tracker, day) unique constraint below
+    tracker = models.ForeignKey(Tracker, on_delete=models.CASCADE, related_name="costs", db_index=False)
     day = models.DateField()
     cents = models.FloatField(default=0)
 

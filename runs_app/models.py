@@ -37,10 +37,14 @@ class Run(models.Model):
         LOST = "lost"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No single-column index on parent, root or status: each leads a composite index below
+    # (Meta.indexes), which serves the same lookups; one index fewer to write per change.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children", db_index=False
     )
-    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     # The tool call of the parent that waits on this run (spawn/delegate), if any.
     parent_call = models.ForeignKey(
         "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
@@ -56,7 +60,7 @@ class Run(models.Model):
     label = models.CharField(max_length=200, blank=True, default="")
     prompt = models.TextField(blank=True, default="")
     context = models.TextField(blank=True, default="")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
     tool_result = models.JSONField(null=True, blank=True)
@@ -132,7 +136,8 @@ class ToolCall(models.Model):
         PENDING = "pending"
         DONE = "done"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    # indexed by (run, status) and (run, turn) below
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
     turn = models.PositiveIntegerField()
     position = models.PositiveSmallIntegerField(default=0)
     call_id = models.CharField(max_length=100)
@@ -172,7 +177,7 @@ class Message(models.Model):
 class RunEvent(models.Model):
     id = models.BigAutoField(primary_key=True)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
-    root_id = models.UUIDField(db_index=True)
+    root_id = models.UUIDField()  # indexed by (root_id, id) below
     type = models.CharField(max_length=32)
     at = models.DateTimeField()
     data = models.JSONField(default=dict, blank=True)
