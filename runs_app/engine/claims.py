@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -48,16 +49,17 @@ def _room(limit: int) -> bool:
     return not (running and running[0] >= limit)
 
 
-def _take(run_id: Any) -> bool:
-    """queued → running, owned by this worker. False when it was not queued."""
-    now = sql.when(timezone.now())
-    return bool(
-        sql.execute(
-            f"UPDATE {sql.table(Run)} SET status = %s, owner = %s, heartbeat_at = %s,"
-            " started_at = COALESCE(started_at, %s), deferred = %s WHERE id = %s AND status = %s",
-            ["running", heartbeat.WORKER_ID, now, now, False, sql.uid(run_id), "queued"],
-        )
+def _take(run_id: Any) -> datetime | None:
+    """queued → running, owned by this worker: the time of the claim, or None when the run
+    was not queued."""
+    now = timezone.now()
+    at = sql.when(now)
+    taken = sql.execute(
+        f"UPDATE {sql.table(Run)} SET status = %s, owner = %s, heartbeat_at = %s,"
+        " started_at = COALESCE(started_at, %s), deferred = %s WHERE id = %s AND status = %s",
+        ["running", heartbeat.WORKER_ID, at, at, False, sql.uid(run_id), "queued"],
     )
+    return now if taken else None
 
 
 def claim(run_id: Any) -> Run | None:
@@ -71,7 +73,7 @@ def claim(run_id: Any) -> Run | None:
             if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(deferred=True):
                 settle.deferrals_seen = True
             return None
-        if not _take(run_id):
+        if _take(run_id) is None:
             return None
         run = sql.run_get(run_id)
         assert run is not None
@@ -79,19 +81,29 @@ def claim(run_id: Any) -> Run | None:
     return run
 
 
-def claim_inline(run_id: Any, root_id: Any) -> bool:
+def claim_inline(run_id: Any, root_id: Any, run: Run | None = None) -> bool:
     """Inside the transaction that just queued `run_id` (its tree's lock held): claim it for
     this thread's next hop, if the thread's slot is free and there is room. True when claimed;
     False leaves the run queued, to be sent to a worker on commit as usual.
+
+    `run`: the caller's up-to-date copy of the run, if it has one: it is brought to what the
+    claim wrote and kept for the hop, which then need not load the run again.
 
     If the transaction rolls back, so does the claim: the next hop finds the run not running
     (`take_claimed`) and claims it the usual way, or finds nothing to do."""
     if not inline.free() or not transaction.get_connection().in_atomic_block:
         return False
-    if not _room(max_concurrent_runs()) or not _take(run_id):
+    if not _room(max_concurrent_runs()):
         return False
-    events.emit(Run(id=run_id, root_id=root_id), "run.started", {"owner": heartbeat.WORKER_ID})
-    inline.take(run_id, claimed=True)
+    at = _take(run_id)
+    if at is None:
+        return False
+    events.emit_for(run_id, root_id, "run.started", {"owner": heartbeat.WORKER_ID})
+    if run is not None:
+        run.status, run.owner, run.heartbeat_at, run.deferred = Run.Status.RUNNING, heartbeat.WORKER_ID, at, False
+        run.started_at = run.started_at or at
+        run._state.fields_cache = {}  # related objects are read afresh, as from a loaded run
+    inline.take(run_id, claimed=True, run=run)
     # Beating from now on: the current step may go on for a while before its hop takes the
     # run (a background child, then more turns of its parent), and a claimed run whose
     # heartbeat went stale would be reaped as lost.
@@ -99,13 +111,26 @@ def claim_inline(run_id: Any, root_id: Any) -> bool:
     return True
 
 
-def take_claimed(run_id: Any) -> Run | None:
-    """The next hop's run, claimed by `claim_inline` in a transaction that committed."""
-    run = sql.run_get(run_id)
-    if run is not None and run.status == Run.Status.RUNNING and run.owner == heartbeat.WORKER_ID:
-        return run
+def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
+    """The next hop's run, claimed by `claim_inline` in a transaction that committed.
+
+    With the claimer's copy (`run`), only what others may have changed since is read again
+    (status, owner, inbox flag): the claim's transaction may have rolled back, the run may
+    have been cancelled or steered meanwhile. Its other columns change only under its owner."""
+    if run is not None:
+        row = sql.fetchone(
+            f"SELECT status, owner, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)]
+        )
+        if row is not None and row[0] == Run.Status.RUNNING and row[1] == heartbeat.WORKER_ID:
+            run.has_inbox = bool(row[2])
+            return run
+    else:
+        found = sql.run_get(run_id)
+        if found is not None and found.status == Run.Status.RUNNING and found.owner == heartbeat.WORKER_ID:
+            return found
+        row = (found.status,) if found is not None else None
     heartbeat.release(run_id)  # rolled back, or cancelled meanwhile
-    if run is not None and run.status == Run.Status.QUEUED:
+    if row is not None and row[0] == Run.Status.QUEUED:
         return claim(run_id)
     return None
 

@@ -21,11 +21,13 @@ _local = threading.local()
 
 
 class Slot:
-    __slots__ = ("run_id", "claimed")
+    __slots__ = ("run_id", "claimed", "run")
 
     def __init__(self) -> None:
         self.run_id: Any = None
         self.claimed = False  # claimed already, in the commit that queued it (claims.claim_inline)
+        # The claimer's copy of the run, as the claim left it (claims.take_claimed checks it)
+        self.run: Any = None
 
 
 @contextmanager
@@ -45,10 +47,10 @@ def free() -> bool:
     return current is not None and current.run_id is None
 
 
-def take(run_id: Any, *, claimed: bool = False) -> bool:
+def take(run_id: Any, *, claimed: bool = False, run: Any = None) -> bool:
     """Keep `run_id` for this thread's worker if its slot is free. False: send it to the broker."""
     current: Slot | None = getattr(_local, "slot", None)
     if current is None or current.run_id is not None:
         return False
-    current.run_id, current.claimed = run_id, claimed
+    current.run_id, current.claimed, current.run = run_id, claimed, run
     return True

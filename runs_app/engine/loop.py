@@ -50,16 +50,17 @@ def advance_run(run_id: Any) -> None:
     That run is usually claimed already, in the commit that made it runnable (`claims`)."""
     next_id: Any = run_id
     claimed = False
+    kept: Run | None = None
     hops = 0
     while next_id is not None and (hops < MAX_INLINE_HOPS or claimed):
         with inline.slot() as slot:
             try:
-                _advance_one(next_id, claimed=claimed)
+                _advance_one(next_id, claimed=claimed, run=kept)
             except BaseException:
                 if slot.claimed:  # claimed for a hop that will not come: back to the queue
                     give_back(slot.run_id)
                 raise
-        next_id, claimed = slot.run_id, slot.claimed
+        next_id, claimed, kept = slot.run_id, slot.claimed, slot.run
         hops += 1
     if next_id is not None:
         from runs_app.tasks import advance_run as task
@@ -70,8 +71,9 @@ def advance_run(run_id: Any) -> None:
 MAX_INLINE_HOPS = 10_000
 
 
-def _advance_one(run_id: Any, *, claimed: bool = False) -> None:
-    run = take_claimed(run_id) if claimed else claim(run_id)
+def _advance_one(run_id: Any, *, claimed: bool = False, run: Run | None = None) -> None:
+    """One hop. `run`: the copy its claimer kept (`claims.claim_inline`), if any."""
+    run = take_claimed(run_id, run) if claimed else claim(run_id)
     if run is None:
         return
     heartbeat.hold(run.pk)
@@ -381,7 +383,7 @@ class Stepper:
 
         run = self.run
         if row.name == "spawn_subagent":
-            adm = spawn_subagent(parent=run, args=row.arguments, parent_call=row)
+            adm = spawn_subagent(parent=run, args=row.arguments, parent_call=row, policy=self.policy)
         elif row.name == "delegate":
             from runs_app.engine.delegate import delegate_tool
 

@@ -24,7 +24,6 @@ from django.utils import timezone
 from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine import sql
-from runs_app.engine.frozen import FrozenPolicy
 from runs_app.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Announce, Approval, Run, ToolCall
 
 log = logging.getLogger(__name__)
@@ -49,10 +48,11 @@ def enqueue(run_id: Any) -> None:
 
 
 def _parent_runtime_chars(parent: Run) -> int:
-    try:
-        return FrozenPolicy.from_json(parent.policy).runtime.effective_max_tool_result_chars
-    except (KeyError, TypeError):
-        return 6000
+    """The parent's runtime.effective_max_tool_result_chars, read from its frozen policy
+    without parsing the whole of it."""
+    runtime = (parent.policy or {}).get("runtime") if isinstance(parent.policy, dict) else None
+    chars = runtime.get("max_tool_result_chars") if isinstance(runtime, dict) else None
+    return chars if isinstance(chars, int) and chars > 0 else 6000
 
 
 def delegate_header(child: Run) -> str:
@@ -246,7 +246,7 @@ def wake_if_ready(run: Run) -> bool:
             return False
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
-        if not claim_inline(run.pk, run.root_id or run.pk):
+        if not claim_inline(run.pk, run.root_id or run.pk, run):
             enqueue(run.pk)
         return True
 

@@ -53,8 +53,11 @@ def spawn_subagent(
     parent_call: ToolCall | None,
     via_api: bool = False,
     user: Any = None,
+    policy: FrozenPolicy | None = None,
 ) -> Admission:
-    policy = FrozenPolicy.from_json(parent.policy)
+    """`policy`: the parent's frozen policy if the caller holds it parsed (its Stepper)."""
+    if policy is None:
+        policy = FrozenPolicy.from_json(parent.policy)
     runtime, risk = policy.runtime, policy.risk
     prompt = args.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():

@@ -151,3 +151,60 @@ def test_worker_threads_keep_their_database_connection_between_tasks() -> None:
     finally:
         connection_created.disconnect(count)
     assert [name for name in opened if name != threading.current_thread().name] == []
+
+
+def queued_run(like: Run, prompt: str) -> Run:
+    run = Run.objects.create(
+        id=uuid.uuid4(), agent="boss", prompt=prompt, policy=like.policy, tools=like.tools, status="queued"
+    )
+    Run.objects.filter(pk=run.pk).update(root_id=run.pk)
+    run.root_id = run.pk
+    return run
+
+
+def test_the_claimers_copy_is_brought_to_the_claim_and_handed_to_the_hop() -> None:
+    setup_tree()
+    done = finish("boss", "sub: warm")
+    queued = queued_run(done, "sub: kept")
+    with inline.slot() as slot, transaction.atomic():
+        assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+        assert slot.run is queued
+    stored = Run.objects.get(pk=queued.pk)
+    assert (queued.status, queued.owner, queued.deferred) == ("running", heartbeat.WORKER_ID, False)
+    assert (queued.started_at, queued.heartbeat_at) == (stored.started_at, stored.heartbeat_at)
+    Run.objects.filter(pk=queued.pk).update(has_inbox=True)  # steered meanwhile
+    taken = claims.take_claimed(queued.pk, queued)
+    assert taken is queued and taken.has_inbox is True
+    heartbeat.release(queued.pk)
+    Run.objects.filter(pk=queued.pk).update(status="cancelled")
+
+
+def test_a_kept_copy_of_a_run_cancelled_before_its_hop_is_not_advanced() -> None:
+    setup_tree()
+    done = finish("boss", "sub: warm")
+    queued = queued_run(done, "sub: cancelled")
+    with inline.slot(), transaction.atomic():
+        assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+    Run.objects.filter(pk=queued.pk).update(status="cancelled", owner="")
+    assert claims.take_claimed(queued.pk, queued) is None
+    assert str(queued.pk) not in heartbeat.held_ids()
+    assert Run.objects.get(pk=queued.pk).status == "cancelled"
+
+
+def test_a_kept_copy_whose_claim_rolled_back_is_claimed_the_usual_way() -> None:
+    setup_tree()
+    done = finish("boss", "sub: warm")
+    queued = queued_run(done, "sub: rolled back")
+
+    class Rollback(Exception):
+        pass
+
+    with inline.slot(), pytest.raises(Rollback), transaction.atomic():
+        assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+        raise Rollback
+    assert Run.objects.get(pk=queued.pk).status == "queued"
+    taken = claims.take_claimed(queued.pk, queued)
+    assert taken is not None and taken is not queued  # read afresh by its own claim
+    assert (taken.status, taken.owner) == ("running", heartbeat.WORKER_ID)
+    heartbeat.release(queued.pk)
+    Run.objects.filter(pk=queued.pk).update(status="cancelled")
