@@ -100,7 +100,12 @@ def claim_inline(run_id: Any, root_id: Any, run: Run | None = None) -> bool:
         return False
     events.emit_for(run_id, root_id, "run.started", {"owner": heartbeat.WORKER_ID})
     if run is not None:
-        run.status, run.owner, run.heartbeat_at, run.deferred = Run.Status.RUNNING, heartbeat.WORKER_ID, at, False
+        run.status, run.owner, run.heartbeat_at, run.deferred = (
+            Run.Status.RUNNING,
+            heartbeat.WORKER_ID,
+            at,
+            False,
+        )
         run.started_at = run.started_at or at
         run._state.fields_cache = {}  # related objects are read afresh, as from a loaded run
     inline.take(run_id, claimed=True, run=run)
