@@ -158,7 +158,8 @@ class ToolCall(models.Model):
 
 
 class Message(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    # indexed by the (run, seq) unique constraint below
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", db_index=False)
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=16)
     content = models.TextField(blank=True, default="")

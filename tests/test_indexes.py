@@ -27,6 +27,7 @@ def indexes(table: str) -> list[tuple[str, ...]]:
          [("parent_id", "status"), ("root_id", "created_at"), ("status", "heartbeat_at")]),
         ("runs_app_runevent", [("root_id",)], [("root_id", "id"), ("run_id",)]),
         ("runs_app_toolcall", [("run_id",)], [("run_id", "status"), ("run_id", "turn"), ("status",)]),
+        ("runs_app_message", [("run_id",)], [("run_id", "seq")]),
         ("policies_app_trackeraction", [("tracker_id",)], [("tracker_id", "at"), ("at",)]),
         ("policies_app_trackercost", [("tracker_id",)], [("tracker_id", "day")]),
     ],

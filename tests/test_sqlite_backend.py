@@ -99,3 +99,16 @@ def test_a_writer_that_waits_past_the_timeout_goes_on_without_the_lock() -> None
             options["timeout"] = saved
     finally:
         held.release()
+
+
+def test_every_connection_is_opened_with_the_deployed_pragmas() -> None:
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only")
+    pragmas = {}
+    with connection.cursor() as cursor:
+        for name in ("journal_mode", "synchronous", "busy_timeout", "temp_store"):
+            cursor.execute(f"PRAGMA {name}")
+            pragmas[name] = cursor.fetchone()[0]
+    # WAL; NORMAL (1); 30 s; temporary b-trees (statement journals, sorts) in memory (2),
+    # rather than a file created and unlinked under /var/tmp for each
+    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "temp_store": 2}

@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
                         ("run", "status"),
                         ("runevent", "root_id"),
                         ("toolcall", "run"),
+                        ("message", "run"),
                     ],
                 )
             ],
@@ -82,6 +83,16 @@ class Migration(migrations.Migration):
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="tool_calls",
+                        to="runs_app.run",
+                    ),
+                ),
+                migrations.AlterField(
+                    model_name="message",
+                    name="run",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
                         to="runs_app.run",
                     ),
                 ),
