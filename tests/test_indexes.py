@@ -38,3 +38,29 @@ def test_no_index_is_led_by_a_composite_one(
     found = indexes(table)
     assert [d for d in dropped if d in found] == []
     assert [k for k in kept if k not in found] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        ("SELECT id FROM runs_app_run WHERE root_id = 'x'", "(root_id=?)"),
+        ("SELECT id FROM runs_app_run WHERE parent_id = 'x'", "(parent_id=?)"),
+        ("SELECT COUNT(*) FROM runs_app_run WHERE status = 'running'", "(status=?)"),
+        (
+            "SELECT id FROM runs_app_runevent WHERE root_id = 'x' AND id > 5 ORDER BY id",
+            "(root_id=? AND id>?)",
+        ),
+        ("SELECT id FROM runs_app_message WHERE run_id = 'x' ORDER BY seq", "(run_id=?)"),
+        ("SELECT id FROM runs_app_toolcall WHERE run_id = 'x'", "(run_id=?)"),
+        ("SELECT id FROM policies_app_trackeraction WHERE tracker_id = 1", "(tracker_id=?)"),
+    ],
+)
+def test_the_lookups_of_a_dropped_index_still_search_an_index(query: str, index: str) -> None:
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's query plan")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + query)
+        plan = [row[-1] for row in cursor.fetchall()]
+    assert (
+        len(plan) == 1 and plan[0].startswith("SEARCH ") and "INDEX" in plan[0] and plan[0].endswith(index)
+    ), plan
