@@ -7,12 +7,22 @@ from django.db import close_old_connections
 
 
 @shared_task(name="runs.advance_run", acks_late=True, ignore_result=True)
-def advance_run(run_id: str) -> None:
+def advance_run(run_id: str, drain: bool = False) -> None:
+    """Advance a run. `drain`: this message is one of the embedded worker's wake-ups, which
+    then advances the runs queued for this process until none is left (`engine/ready.py`)."""
+    from runs_app.engine import ready
     from runs_app.engine.loop import advance_run as advance
 
     close_old_connections()
     try:
-        advance(run_id)
+        try:
+            advance(run_id)
+        except BaseException:
+            if drain:
+                ready.hand_over()
+            raise
+        if drain:
+            ready.drain(advance)
     finally:
         close_old_connections()
 

@@ -40,6 +40,7 @@ class EmbeddedWorker(Worker):
 
 class EmbeddedWorkerThread:
     def __init__(self, concurrency: int = 4) -> None:
+        self.concurrency = concurrency
         app.conf.broker_transport_options = {"polling_interval": 0.002}
         app.conf.worker_hijack_root_logger = False
         self.worker = EmbeddedWorker(
@@ -62,10 +63,19 @@ class EmbeddedWorkerThread:
             log.exception("embedded worker stopped")
 
     def start(self) -> EmbeddedWorkerThread:
+        from runs_app.engine import ready
+
         self.thread.start()
+        # With the in-process broker, runs queued from now on wait in this process's list, with
+        # at most one task message per thread in flight (runs_app/engine/ready.py).
+        if str(app.conf.broker_url or "").startswith("memory"):
+            ready.enable(self.concurrency)
         return self
 
     def stop(self) -> None:
+        from runs_app.engine import ready
+
+        ready.disable()
         try:
             self.worker.stop(in_sighandler=False)
         except Exception:

@@ -34,15 +34,15 @@ STATUS_WORDS = {"completed": "completed", "failed": "failed", "timed_out": "time
 
 def enqueue(run_id: Any) -> None:
     """Ask a worker to advance this run once the current transaction commits: this worker,
-    right after its current step, when it has nothing queued yet (see `inline`)."""
-    from runs_app.engine import inline
-    from runs_app.tasks import advance_run
+    right after its current step, when it has nothing queued yet (see `inline`); else, in the
+    embedded mode, one of this process's worker threads (see `ready`); else any worker."""
+    from runs_app.engine import inline, ready
 
     rid = str(run_id)
 
     def send() -> None:
         if not inline.take(rid):
-            advance_run.delay(rid)
+            ready.push(rid)
 
     transaction.on_commit(send, robust=True)
 

@@ -1,0 +1,122 @@
+"""Runs queued for the embedded worker of this process (runs_app/engine/ready.py): at most one
+task message per worker thread in flight, each draining the list; every run still claimed and
+run to its end."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.signals import before_task_publish
+
+from runs_app.engine import ready
+from runs_app.models import Run
+from tests.runs_app.engine_support import (
+    agent,
+    configure,
+    engine,  # noqa: F401 - fixture
+    finish,
+    provider,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+
+SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
+
+
+@pytest.fixture
+def published() -> Iterator[list[tuple[Any, ...]]]:
+    """The arguments of every runs.advance_run message sent meanwhile."""
+    sent: list[tuple[Any, ...]] = []
+    lock = threading.Lock()
+
+    def record(sender: Any = None, headers: Any = None, body: Any = None, **kwargs: Any) -> None:
+        if (headers or {}).get("task") == "runs.advance_run":
+            with lock:
+                sent.append(tuple(body[0]))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        yield sent
+    finally:
+        before_task_publish.disconnect(record)
+
+
+def test_the_embedded_worker_drains_its_list() -> None:
+    assert ready._threads == 2  # the tests' embedded worker, fed by the in-process broker
+
+
+def test_a_turn_of_twenty_children_sends_a_few_wake_ups_not_one_message_per_child(
+    published: list[tuple[Any, ...]],
+) -> None:
+    configure(
+        provider(
+            "boss",
+            [
+                {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
+                {"turns": [{"tool_calls": [SPAWN] * 20}, {"say": "got them"}]},
+            ],
+        )
+        + agent("boss", "scripted.boss", runtime="wide")
+        + "[runtime_profiles.wide]\nmax_children_per_run = 20\n"
+    )
+    run = finish("boss", "go")
+    assert run.status == "completed", run.error
+    children = list(Run.objects.filter(parent=run))
+    assert len(children) == 20
+    assert {c.status for c in children} == {"completed"}
+    # One message starts the root; the turn's first child is kept by its worker (inline); of the
+    # other nineteen, one message per worker thread is sent and the rest wait in the list.
+    drainers = [args for args in published if args[1:] == (True,)]
+    assert 1 <= len(drainers) < 10, published
+    assert len(published) < 12, published
+    wait_until(lambda: ready.pending() == 0 and ready._in_flight == 0, message="drainers finished")
+
+
+def test_a_run_listed_while_every_drainer_is_busy_is_taken_by_one_of_them(
+    published: list[tuple[Any, ...]],
+) -> None:
+    wait_until(lambda: ready._in_flight == 0, message="no drainer in flight")
+    a, b, c = (str(uuid.uuid4()) for _ in range(3))  # no such runs: their claims find nothing
+    with ready._lock:
+        ready._in_flight = ready._threads  # every thread busy with a drainer
+    try:
+        ready.push(a)
+        ready.push(b)
+        assert published == []  # listed, no message
+        assert ready.pending() == 2
+        assert ready.next_run() == a  # a busy drainer, done with its run, takes the next
+        assert ready.next_run() == b
+        busy = ready._in_flight
+        assert ready.next_run() is None  # list empty: that drainer counts as finished
+        assert ready._in_flight == busy - 1
+    finally:
+        with ready._lock:
+            ready._in_flight = 0
+    ready.push(c)  # a thread is free: a message of its own, as a drainer
+    assert published == [(c, True)]
+    wait_until(lambda: ready._in_flight == 0, message="the drainer of c finished")
+
+
+def test_a_drainer_whose_run_raises_hands_the_rest_to_another(published: list[tuple[Any, ...]]) -> None:
+    wait_until(lambda: ready._in_flight == 0, message="no drainer in flight")
+    rest = str(uuid.uuid4())
+
+    class Boom(Exception):
+        pass
+
+    def advance(run_id: str) -> None:
+        raise Boom
+
+    with ready._lock:
+        ready._in_flight = 1  # this drainer
+        ready._runs.extend(["first", rest])
+    with pytest.raises(Boom):
+        ready.drain(advance)
+    # "first" raised; this drainer is finished, and another was sent for what is left
+    assert published == [(rest, True)]
+    wait_until(lambda: ready._in_flight == 0 and ready.pending() == 0, message="handed over")
