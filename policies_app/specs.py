@@ -7,6 +7,7 @@ They are built from one configuration snapshot (database or TOML) and never touc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 LEVELS: tuple[str, ...] = ("readonly", "supervised", "full")
 LEVEL_RANK = {name: i for i, name in enumerate(LEVELS)}
@@ -78,7 +79,17 @@ class RuntimeProfileSpec:
 
     @property
     def effective_max_tool_result_chars(self) -> int:
-        return self.max_tool_result_chars or 6000
+        return self.max_tool_result_chars or DEFAULT_TOOL_RESULT_CHARS
+
+
+DEFAULT_TOOL_RESULT_CHARS = 6000  # max_tool_result_chars = 0
+
+
+def effective_tool_result_chars(runtime: Any) -> int:
+    """`effective_max_tool_result_chars` of a runtime profile as a frozen policy stores it
+    (its JSON), without building the spec: the hot path reads this one number."""
+    chars = runtime.get("max_tool_result_chars") if isinstance(runtime, dict) else None
+    return chars if isinstance(chars, int) and chars > 0 else DEFAULT_TOOL_RESULT_CHARS
 
 
 DEFAULT_RUNTIME = RuntimeProfileSpec(alias="")

@@ -15,14 +15,10 @@ def advance_run(run_id: str, drain: bool = False) -> None:
 
     close_old_connections()
     try:
-        try:
-            advance(run_id)
-        except BaseException:
-            if drain:
-                ready.hand_over()
-            raise
         if drain:
-            ready.drain(advance)
+            ready.drain(advance, run_id)
+        else:
+            advance(run_id)
     finally:
         close_old_connections()
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.snapshot import AgentSpec
+from policies_app.specs import effective_tool_result_chars
 from runs_app import events
 from runs_app.engine import sql
 from runs_app.engine.claims import claim_inline
@@ -106,8 +107,7 @@ def create_run(
     if policy.runtime.max_output_tokens:
         holders.append(str(run_id))
     policy_json["budget_holders"] = holders
-    parent_runtime = parent_policy.get("runtime") or {}
-    policy_json["result_chars"] = int(parent_runtime.get("max_tool_result_chars") or 0) or 6000
+    policy_json["result_chars"] = effective_tool_result_chars(parent_policy.get("runtime"))
     now = timezone.now()
     run = Run(
         id=run_id,

@@ -122,18 +122,14 @@ def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
     With the claimer's copy (`run`), only what others may have changed since is read again
     (status, owner, inbox flag): the claim's transaction may have rolled back, the run may
     have been cancelled or steered meanwhile. Its other columns change only under its owner."""
-    if run is not None:
-        row = sql.fetchone(
-            f"SELECT status, owner, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)]
-        )
-        if row is not None and row[0] == Run.Status.RUNNING and row[1] == heartbeat.WORKER_ID:
-            run.has_inbox = bool(row[2])
-            return run
-    else:
-        found = sql.run_get(run_id)
-        if found is not None and found.status == Run.Status.RUNNING and found.owner == heartbeat.WORKER_ID:
-            return found
-        row = (found.status,) if found is not None else None
+    row = sql.fetchone(
+        f"SELECT status, owner, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)]
+    )
+    if row is not None and row[0] == Run.Status.RUNNING and row[1] == heartbeat.WORKER_ID:
+        if run is None:
+            return sql.run_get(run_id)
+        run.has_inbox = bool(row[2])
+        return run
     heartbeat.release(run_id)  # rolled back, or cancelled meanwhile
     if row is not None and row[0] == Run.Status.QUEUED:
         return claim(run_id)

@@ -74,10 +74,11 @@ def next_run() -> str | None:
         return None
 
 
-def drain(advance: Callable[[str], None]) -> None:
-    """What a drainer does once its own run is done: advance the listed runs until none is
-    left. If one raises, another drainer is sent for the rest before the error goes on."""
+def drain(advance: Callable[[str], None], first: str) -> None:
+    """A drainer's work: advance its own run, then the listed runs until none is left. If one
+    raises, another drainer is sent for the rest before the error goes on."""
     try:
+        advance(first)
         while (rid := next_run()) is not None:
             advance(rid)
     except BaseException:

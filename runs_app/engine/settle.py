@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from policies_app.specs import DEFAULT_TOOL_RESULT_CHARS, effective_tool_result_chars
 from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine import sql
@@ -48,11 +49,9 @@ def enqueue(run_id: Any) -> None:
 
 
 def _parent_runtime_chars(parent: Run) -> int:
-    """The parent's runtime.effective_max_tool_result_chars, read from its frozen policy
-    without parsing the whole of it."""
-    runtime = (parent.policy or {}).get("runtime") if isinstance(parent.policy, dict) else None
-    chars = runtime.get("max_tool_result_chars") if isinstance(runtime, dict) else None
-    return chars if isinstance(chars, int) and chars > 0 else 6000
+    """The parent's runtime.effective_max_tool_result_chars, read from its frozen policy."""
+    policy = parent.policy if isinstance(parent.policy, dict) else {}
+    return effective_tool_result_chars(policy.get("runtime"))
 
 
 def delegate_header(child: Run) -> str:
@@ -122,7 +121,7 @@ def _result_chars(run: Run) -> int:
     chars = (run.policy or {}).get("result_chars")
     if chars:
         return int(chars)
-    return _parent_runtime_chars(run.parent) if run.parent_id and run.parent else 6000
+    return _parent_runtime_chars(run.parent) if run.parent_id and run.parent else DEFAULT_TOOL_RESULT_CHARS
 
 
 def run_finish(

@@ -114,9 +114,9 @@ def test_a_drainer_whose_run_raises_hands_the_rest_to_another(published: list[tu
 
     with ready._lock:
         ready._in_flight = 1  # this drainer
-        ready._runs.extend(["first", rest])
+        ready._runs.append(rest)
     with pytest.raises(Boom):
-        ready.drain(advance)
-    # "first" raised; this drainer is finished, and another was sent for what is left
+        ready.drain(advance, "first")
+    # its own run raised; this drainer is finished, and another was sent for what is left
     assert published == [(rest, True)]
     wait_until(lambda: ready._in_flight == 0 and ready.pending() == 0, message="handed over")
