@@ -39,12 +39,27 @@ def max_concurrent_runs() -> int:
     return _limit_cache[1]
 
 
-def _room(limit: int) -> bool:
-    """Inside a transaction holding the tree's lock: is there room for one more running run?
-    Claims are serialised so that the count is exact (on PostgreSQL one advisory lock for all
-    claims, always taken after a tree's; SQLite's IMMEDIATE transactions serialise writers)."""
-    if connection.vendor == "postgresql":
+def _claim_lock(*, wait: bool) -> bool:
+    """PostgreSQL: take the advisory lock that serialises claims, so that `_room`'s count is
+    exact (SQLite's IMMEDIATE transactions already serialise writers). It is held to the end
+    of the transaction.
+
+    The lock is global, so no transaction may WAIT for it while holding anything else: a
+    holder of the claim lock goes on with its transaction and may need a row or tree lock
+    that such a waiter holds (a budget tracker's row, say), and the two would deadlock. So
+    `claim` waits for it first thing, holding nothing; `claim_inline`, in the middle of a
+    transaction, only tries (wait=False), and when it is taken the run goes to a worker."""
+    if connection.vendor != "postgresql":
+        return True
+    if wait:
         sql.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
+        return True
+    got = sql.fetchone("SELECT pg_try_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
+    return bool(got and got[0])
+
+
+def _room(limit: int) -> bool:
+    """Under the claim lock: is there room for one more running run?"""
     running = sql.fetchone(f"SELECT COUNT(*) FROM {sql.table(Run)} WHERE status = %s", ["running"])
     return not (running and running[0] >= limit)
 
@@ -66,6 +81,7 @@ def claim(run_id: Any) -> Run | None:
     """Take a queued run in a transaction of its own; the run, or None."""
     limit = max_concurrent_runs()
     with transaction.atomic():
+        _claim_lock(wait=True)  # before the tree's lock: see _claim_lock
         if connection.vendor == "postgresql":
             root = sql.fetchone(f"SELECT root_id FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)])
             events.lock_tree((root and root[0]) or run_id)
@@ -93,7 +109,7 @@ def claim_inline(run_id: Any, root_id: Any, run: Run | None = None) -> bool:
     (`take_claimed`) and claims it the usual way, or finds nothing to do."""
     if not inline.free() or not transaction.get_connection().in_atomic_block:
         return False
-    if not _room(max_concurrent_runs()):
+    if not _claim_lock(wait=False) or not _room(max_concurrent_runs()):
         return False
     at = _take(run_id)
     if at is None:
