@@ -69,7 +69,7 @@ def reap_once(
             counts["await_expired"] += 1
 
     for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - requeue_after):
-        enqueue(run.pk)
+        enqueue(run.pk, run.root_id or run.pk)
         counts["requeued"] += 1
 
     # A wake-up lost between settling and enqueueing: nothing blocks the run any more.

@@ -132,6 +132,30 @@ def claim_inline(run_id: Any, root_id: Any, run: Run | None = None) -> bool:
     return True
 
 
+def claim_next_ready(root_id: Any) -> None:
+    """At the end of a step's last transaction (its run just ended), if this thread's slot is
+    still free: claim, in this same commit, the next run listed for this process's worker
+    threads (`ready`), and keep it for this thread's next hop. The thread would have taken it
+    from the list next anyway; this saves the claim a transaction of its own, and the run
+    becomes `running` just as late as before, when a thread is free for it.
+
+    On PostgreSQL only a run of the same tree (claiming takes its tree's lock, and a second
+    tree's lock here could deadlock); SQLite serialises every writer anyway. A run that cannot
+    be claimed now (no room, no longer queued, its tree unknown) goes back to the head of the
+    list."""
+    from runs_app.engine import ready
+
+    if not inline.free() or not transaction.get_connection().in_atomic_block:
+        return
+    same_tree = connection.vendor == "postgresql"
+    entry = ready.take_head(str(root_id) if same_tree else None)
+    if entry is None:
+        return
+    rid, root = entry
+    if root is None or not claim_inline(rid, root):
+        ready.put_back(entry)
+
+
 def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
     """The next hop's run, claimed by `claim_inline` in a transaction that committed.
 

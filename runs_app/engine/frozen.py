@@ -58,22 +58,32 @@ class FrozenPolicy:
     chain: dict[str, ProviderSpec]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "risk": to_json(self.risk),
-            "runtime": to_json(self.runtime),
-            "provider": self.provider.ref,
-            "chain": {ref: _spec_json(spec) for ref, spec in self.chain.items()},
-        }
+        """A new top-level dict each time (callers add keys to it); the parts below it are
+        shared between calls and must not be changed. Worked out once per instance: every
+        child a run spawns stores its parent's policy, and the scripts of the chain need a
+        query each (`_spec_json`). A policy read from JSON has that JSON's parts already."""
+        parts: dict[str, Any] | None = self.__dict__.get("_json")
+        if parts is None:
+            parts = {
+                "risk": to_json(self.risk),
+                "runtime": to_json(self.runtime),
+                "provider": self.provider.ref,
+                "chain": {ref: _spec_json(spec) for ref, spec in self.chain.items()},
+            }
+            object.__setattr__(self, "_json", parts)
+        return dict(parts)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrozenPolicy:
         chain = {ref: _spec_from_json(spec) for ref, spec in data["chain"].items()}
-        return cls(
+        policy = cls(
             risk=from_json(RiskProfileSpec, data["risk"]),
             runtime=from_json(RuntimeProfileSpec, data["runtime"]),
             provider=chain[data["provider"]],
             chain=chain,
         )
+        object.__setattr__(policy, "_json", {k: data[k] for k in ("risk", "runtime", "provider", "chain")})
+        return policy
 
 
 def provider_chain(snapshot: ConfigSnapshot, provider: ProviderSpec) -> dict[str, ProviderSpec]:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
-_runs: deque[str] = deque()
+_runs: deque[tuple[str, str | None]] = deque()  # (run id, its tree's root id when known)
 _threads = 0  # the embedded worker's threads; 0 = off
 _in_flight = 0  # drainer messages sent and not yet finished
 
@@ -42,7 +42,7 @@ def disable() -> None:
         _runs.clear()
 
 
-def push(run_id: Any) -> None:
+def push(run_id: Any, root_id: Any = None) -> None:
     """Queue a run for a worker thread of this process, or send it its own task message when
     the list is off."""
     global _in_flight
@@ -51,7 +51,8 @@ def push(run_id: Any) -> None:
     rid = str(run_id)
     with _lock:
         if _threads and _in_flight >= _threads:
-            _runs.append(rid)  # a drainer in flight takes it before it finishes
+            # a drainer in flight takes it before it finishes
+            _runs.append((rid, str(root_id) if root_id is not None else None))
             return
         drain = bool(_threads)
         if drain:
@@ -69,9 +70,35 @@ def next_run() -> str | None:
     global _in_flight
     with _lock:
         if _runs:
-            return _runs.popleft()
+            return _runs.popleft()[0]
         _in_flight = max(0, _in_flight - 1)
         return None
+
+
+def take_head(root_id: str | None = None) -> tuple[str, str | None] | None:
+    """Take the next listed run for the calling thread itself (`claims.claim_next_ready`), if
+    there is one, and, given `root_id`, if it is of that tree."""
+    with _lock:
+        if _runs and (root_id is None or _runs[0][1] == root_id):
+            return _runs.popleft()
+        return None
+
+
+def put_back(entry: tuple[str, str | None]) -> None:
+    """Undo `take_head`: the run goes back to the head of the list, or to a drainer of its
+    own if fewer than one per thread are in flight (the list may have emptied meanwhile, and
+    its drainers finished)."""
+    global _in_flight
+    from runs_app.tasks import advance_run
+
+    with _lock:
+        if not _threads:
+            return  # stopped: the run stays queued in the database, for the reaper
+        if _in_flight >= _threads:
+            _runs.appendleft(entry)
+            return
+        _in_flight += 1
+    advance_run.delay(entry[0], True)
 
 
 def drain(advance: Callable[[str], None], first: str) -> None:
@@ -94,7 +121,7 @@ def hand_over() -> None:
 
     with _lock:
         _in_flight = max(0, _in_flight - 1)
-        rid = _runs.popleft() if _runs and _threads and _in_flight < _threads else None
+        rid = _runs.popleft()[0] if _runs and _threads and _in_flight < _threads else None
         if rid is not None:
             _in_flight += 1
     if rid is not None:

@@ -33,17 +33,18 @@ STATUS_WORDS = {"completed": "completed", "failed": "failed", "timed_out": "time
                 "lost": "failed"}  # fmt: skip
 
 
-def enqueue(run_id: Any) -> None:
+def enqueue(run_id: Any, root_id: Any = None) -> None:
     """Ask a worker to advance this run once the current transaction commits: this worker,
     right after its current step, when it has nothing queued yet (see `inline`); else, in the
-    embedded mode, one of this process's worker threads (see `ready`); else any worker."""
+    embedded mode, one of this process's worker threads (see `ready`); else any worker.
+    `root_id`: the run's tree, when the caller knows it (`claims.claim_next_ready` uses it)."""
     from runs_app.engine import inline, ready
 
     rid = str(run_id)
 
     def send() -> None:
         if not inline.take(rid):
-            ready.push(rid)
+            ready.push(rid, root_id)
 
     transaction.on_commit(send, robust=True)
 
@@ -182,7 +183,14 @@ def run_finish(
         elif run.execution == Run.Execution.BACKGROUND and run.parent_id:
             _background_done(run)
         kick_queue()
+        from runs_app.engine.claims import claim_next_ready
+
+        claim_next_ready(run.root_id or run.pk)
     return True
+
+
+TERMINAL_ORDER = sorted(TERMINAL_STATUSES)
+_NOT_TERMINAL = f"status NOT IN ({', '.join(['%s'] * len(TERMINAL_ORDER))})"
 
 
 def _settle_call(call_id: int) -> None:
@@ -194,6 +202,13 @@ def _settle_call(call_id: int) -> None:
     if not found or found[0].status != ToolCall.Status.PENDING:
         return
     call = found[0]
+    # Most settles of a parallel call are not its last: one indexed probe answers those
+    # before the parent and every sibling are loaded (k children finishing loaded k² rows).
+    if call.wait_kind == "parallel" and sql.fetchone(
+        f"SELECT 1 FROM {sql.table(Run)} WHERE parent_call_id = %s AND {_NOT_TERMINAL} LIMIT 1",
+        [call_id, *TERMINAL_ORDER],
+    ):
+        return
     call.run = sql.run_get(call.run_id)
     children = sql.CHILDREN_OF_CALL.models(call_id)
     if any(c.status not in TERMINAL_STATUSES for c in children):
@@ -246,7 +261,7 @@ def wake_if_ready(run: Run) -> bool:
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
         if not claim_inline(run.pk, run.root_id or run.pk, run):
-            enqueue(run.pk)
+            enqueue(run.pk, run.root_id or run.pk)
         return True
 
 

@@ -126,7 +126,13 @@ def spawn_subagent(
 
 
 def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
-    if not sql.fetchone(f"SELECT 1 FROM {sql.table(Agent)} WHERE alias = %s", [parent.agent]):
+    agent_exists = sql.once_per_transaction(
+        ("agent exists", parent.agent),
+        lambda: (
+            sql.fetchone(f"SELECT 1 FROM {sql.table(Agent)} WHERE alias = %s", [parent.agent]) is not None
+        ),
+    )
+    if not agent_exists:
         return refuse(f'subagent spawn failed: no agent configured under alias "{parent.agent}"', "not_found")
     try:
         cached_provider(policy.provider, policy.chain)
