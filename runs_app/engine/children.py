@@ -178,7 +178,7 @@ def create_run(
     )
     # This worker runs it next when its slot is free: claimed in this same commit, else queued.
     if not claim_inline(run.pk, run.root_id, run):
-        enqueue(run.pk, run.root_id)
+        enqueue(run.pk, run.root_id, run)
     if timeout_secs:
         from runs_app.tasks import expire_run
 

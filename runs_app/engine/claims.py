@@ -151,8 +151,8 @@ def claim_next_ready(root_id: Any) -> None:
     entry = ready.take_head(str(root_id) if same_tree else None)
     if entry is None:
         return
-    rid, root = entry
-    if root is None or not claim_inline(rid, root):
+    rid, root, run = entry
+    if root is None or not claim_inline(rid, root, run):
         ready.put_back(entry)
 
 

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
-_runs: deque[tuple[str, str | None]] = deque()  # (run id, its tree's root id when known)
+# (run id, its tree's root id when known, a copy of the run as queued when the queuer had one)
+Entry = tuple[str, str | None, Any]
+_runs: deque[Entry] = deque()
 _threads = 0  # the embedded worker's threads; 0 = off
 _in_flight = 0  # drainer messages sent and not yet finished
 
@@ -42,9 +44,10 @@ def disable() -> None:
         _runs.clear()
 
 
-def push(run_id: Any, root_id: Any = None) -> None:
+def push(run_id: Any, root_id: Any = None, run: Any = None) -> None:
     """Queue a run for a worker thread of this process, or send it its own task message when
-    the list is off."""
+    the list is off. `run`: a copy of the run as queued, for `claims.claim_next_ready` (which
+    then need not read it back); nobody else may hold it."""
     global _in_flight
     from runs_app.tasks import advance_run
 
@@ -52,7 +55,7 @@ def push(run_id: Any, root_id: Any = None) -> None:
     with _lock:
         if _threads and _in_flight >= _threads:
             # a drainer in flight takes it before it finishes
-            _runs.append((rid, str(root_id) if root_id is not None else None))
+            _runs.append((rid, str(root_id) if root_id is not None else None, run))
             return
         drain = bool(_threads)
         if drain:
@@ -75,7 +78,7 @@ def next_run() -> str | None:
         return None
 
 
-def take_head(root_id: str | None = None) -> tuple[str, str | None] | None:
+def take_head(root_id: str | None = None) -> Entry | None:
     """Take the next listed run for the calling thread itself (`claims.claim_next_ready`), if
     there is one, and, given `root_id`, if it is of that tree."""
     with _lock:
@@ -84,7 +87,7 @@ def take_head(root_id: str | None = None) -> tuple[str, str | None] | None:
         return None
 
 
-def put_back(entry: tuple[str, str | None]) -> None:
+def put_back(entry: Entry) -> None:
     """Undo `take_head`: the run goes back to the head of the list, or to a drainer of its
     own if fewer than one per thread are in flight (the list may have emptied meanwhile, and
     its drainers finished)."""

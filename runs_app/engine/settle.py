@@ -8,6 +8,7 @@ announces to its parent at most once (unique row)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import logging
@@ -33,18 +34,21 @@ STATUS_WORDS = {"completed": "completed", "failed": "failed", "timed_out": "time
                 "lost": "failed"}  # fmt: skip
 
 
-def enqueue(run_id: Any, root_id: Any = None) -> None:
+def enqueue(run_id: Any, root_id: Any = None, run: Run | None = None) -> None:
     """Ask a worker to advance this run once the current transaction commits: this worker,
     right after its current step, when it has nothing queued yet (see `inline`); else, in the
     embedded mode, one of this process's worker threads (see `ready`); else any worker.
-    `root_id`: the run's tree, when the caller knows it (`claims.claim_next_ready` uses it)."""
+    `root_id`, `run`: the run's tree and the caller's up-to-date copy of the run, when it has
+    them (for `claims.claim_next_ready`; the copy is taken now, so that later changes the
+    caller makes to its own do not reach it)."""
     from runs_app.engine import inline, ready
 
     rid = str(run_id)
+    kept = copy.copy(run) if run is not None else None  # Django copies _state and its cache too
 
     def send() -> None:
         if not inline.take(rid):
-            ready.push(rid, root_id)
+            ready.push(rid, root_id, kept)
 
     transaction.on_commit(send, robust=True)
 
@@ -179,7 +183,7 @@ def run_finish(
             {"status": status, "output": output[:2000], "error": error, "tool_result": run.tool_result},
         )
         if run.parent_call_id:
-            _settle_call(run.parent_call_id)
+            _settle_call(run.parent_call_id, finished=run)
         elif run.execution == Run.Execution.BACKGROUND and run.parent_id:
             _background_done(run)
         kick_queue()
@@ -193,7 +197,9 @@ TERMINAL_ORDER = sorted(TERMINAL_STATUSES)
 _NOT_TERMINAL = f"status NOT IN ({', '.join(['%s'] * len(TERMINAL_ORDER))})"
 
 
-def _settle_call(call_id: int) -> None:
+def _settle_call(call_id: int, finished: Run | None = None) -> None:
+    """Complete the tool call `call_id` if every child it waits on has ended. `finished`: the
+    child that just ended, as `run_finish` left it (its result included)."""
     # Locked (PostgreSQL) so that the last of several children finishing at once sees the
     # others terminal: each settler looks at the siblings only once it holds the call.
     if transaction.get_connection().vendor == "postgresql":
@@ -209,11 +215,19 @@ def _settle_call(call_id: int) -> None:
         [call_id, *TERMINAL_ORDER],
     ):
         return
-    call.run = sql.run_get(call.run_id)
-    children = sql.CHILDREN_OF_CALL.models(call_id)
-    if any(c.status not in TERMINAL_STATUSES for c in children):
-        return
-    limit = _parent_runtime_chars(call.run)
+    if finished is not None and call.wait_kind != "parallel" and _only_child(call_id, finished):
+        # The usual case, a call with one child that just ended: that child is at hand, and
+        # of the parent only its ids are needed, unless it wakes (`wake_if_ready` reads it then).
+        children = [finished]
+        call.run = Run(id=call.run_id, root_id=finished.root_id or finished.pk)
+        call.run._partial = True  # type: ignore[attr-defined]
+        limit = _result_chars(finished)
+    else:
+        call.run = sql.run_get(call.run_id)
+        children = sql.CHILDREN_OF_CALL.models(call_id)
+        if any(c.status not in TERMINAL_STATUSES for c in children):
+            return
+        limit = _parent_runtime_chars(call.run)
     if call.wait_kind == "parallel":
         order = {name: i for i, name in enumerate(call.result.get("order", []))} if call.result else {}
         children.sort(key=lambda c: order.get(str(c.pk), 0))
@@ -221,6 +235,12 @@ def _settle_call(call_id: int) -> None:
     else:
         result = children[0].tool_result or child_result(children[0], limit)
     complete_call(call, result)
+
+
+def _only_child(call_id: int, child: Run) -> bool:
+    """Is `child` the one run the call `call_id` waits on? (Two columns, no row to build.)"""
+    rows = sql.fetchall(f"SELECT id FROM {sql.table(Run)} WHERE parent_call_id = %s LIMIT 2", [call_id])
+    return len(rows) == 1 and rows[0][0] == sql.uid(child.pk) and child.status in TERMINAL_STATUSES
 
 
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
@@ -260,8 +280,10 @@ def wake_if_ready(run: Run) -> bool:
             return False
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
-        if not claim_inline(run.pk, run.root_id or run.pk, run):
-            enqueue(run.pk, run.root_id or run.pk)
+        # A partial run (ids only, from `_settle_call`) is no copy to keep: the hop reads it.
+        kept = None if getattr(run, "_partial", False) else run
+        if not claim_inline(run.pk, run.root_id or run.pk, kept):
+            enqueue(run.pk, run.root_id or run.pk, kept)
         return True
 
 

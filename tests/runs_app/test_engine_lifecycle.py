@@ -242,7 +242,7 @@ def test_reaper_requeues_a_queued_run_whose_task_was_lost(monkeypatch: Any) -> N
     setup({"turns": [{"say": "finally ran"}]})
     import runs_app.engine.children as children
 
-    monkeypatch.setattr(children, "enqueue", lambda run_id, root_id=None: None)
+    monkeypatch.setattr(children, "enqueue", lambda run_id, root_id=None, run=None: None)
     run = start("boss", "go")
     monkeypatch.undo()
     assert Run.objects.get(pk=run.pk).status == "queued"

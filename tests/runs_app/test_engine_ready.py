@@ -115,7 +115,7 @@ def test_a_drainer_whose_run_raises_hands_the_rest_to_another(published: list[tu
 
     with ready._lock:
         ready._in_flight = 1  # this drainer
-        ready._runs.append((rest, None))
+        ready._runs.append((rest, None, None))
     with pytest.raises(Boom):
         ready.drain(advance, "first")
     # its own run raised; this drainer is finished, and another was sent for what is left
@@ -134,17 +134,17 @@ def test_a_thread_takes_the_head_of_the_list_for_itself_and_can_put_it_back(
         ready.push(a, root)
         ready.push(b, root)
         assert ready.take_head("another tree") is None  # PostgreSQL: only a run of the same tree
-        assert ready.take_head(root) == (a, root)
-        assert ready.take_head(None) == (b, root)
-        ready.put_back((b, root))  # could not be claimed: back at the head, for a drainer
-        ready.put_back((a, root))
+        assert ready.take_head(root) == (a, root, None)
+        assert ready.take_head(None) == (b, root, None)
+        ready.put_back((b, root, None))  # could not be claimed: back at the head, for a drainer
+        ready.put_back((a, root, None))
         assert published == []
         assert [ready.next_run(), ready.next_run()] == [a, b]
     finally:
         with ready._lock:
             ready._in_flight = 0
     # Put back when no drainer is left in flight (the list emptied meanwhile): one is sent for it.
-    ready.put_back((a, root))
+    ready.put_back((a, root, None))
     assert published == [(a, True)]
     wait_until(lambda: ready._in_flight == 0, message="the drainer of a finished")
 
