@@ -63,11 +63,15 @@ def tracker_record_action(
     max_actions_per_hour: int,
     max_cost_per_day_cents: int | None = None,
     now: datetime | None = None,
+    record: bool = True,
 ) -> None:
     """Record one action, or raise `BudgetExhausted` (recording nothing) when the window is
     full or, given `max_cost_per_day_cents`, when the day's cost budget is spent (the action
     limit is reported first). Every check comes before the one INSERT, so a refusal has
-    nothing to undo: inside a caller's transaction no savepoint is needed."""
+    nothing to undo: inside a caller's transaction no savepoint is needed.
+
+    `record=False`: the checks only (a caller that will refuse for a later reason anyway, but
+    must report a budget refusal first)."""
     if max_actions_per_hour <= 0:
         raise BudgetExhausted(RATE_LIMIT_ACTIONS)
     actions = _table(TrackerAction)
@@ -87,6 +91,8 @@ def tracker_record_action(
                 raise BudgetExhausted(RATE_LIMIT_ACTIONS)
             if max_cost_per_day_cents is not None:
                 tracker_check_cost(key=key, max_cost_per_day_cents=max_cost_per_day_cents, now=at)
+            if not record:
+                return
             cursor.execute(
                 f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
                 [tracker_id, connection.ops.adapt_datetimefield_value(at)],

@@ -13,12 +13,14 @@ from runs_app.engine import messages as msg
 from runs_app.models import Run
 
 
-def spend_action(*, key: str, runtime: RuntimeProfileSpec) -> None:
-    """Record one action on the tracker, or raise `BudgetExhausted` recording nothing."""
+def spend_action(*, key: str, runtime: RuntimeProfileSpec, record: bool = True) -> None:
+    """Record one action on the tracker, or raise `BudgetExhausted` recording nothing.
+    `record=False`: only raise it if the budget would refuse the action."""
     tracker_record_action(
         key=key,
         max_actions_per_hour=runtime.max_actions_per_hour,
         max_cost_per_day_cents=runtime.max_cost_per_day_cents,
+        record=record,
     )
 
 

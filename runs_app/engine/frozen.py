@@ -75,15 +75,32 @@ class FrozenPolicy:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrozenPolicy:
-        chain = {ref: _spec_from_json(spec) for ref, spec in data["chain"].items()}
+        """The policy stored as `data`. A child queued in this process carries its parent's
+        policy parts as the very same objects (`to_json` shares them), so the policy parsed
+        for the first child serves its siblings: looked up by the parts' identity."""
+        risk, runtime, chain_json, ref = data["risk"], data["runtime"], data["chain"], data["provider"]
+        key = (id(risk), id(runtime), id(chain_json), ref)
+        hit = _parsed.get(key)
+        if hit is not None and hit[0] is risk and hit[1] is runtime and hit[2] is chain_json:
+            return hit[3]
+        chain = {name: _spec_from_json(spec) for name, spec in chain_json.items()}
         policy = cls(
-            risk=from_json(RiskProfileSpec, data["risk"]),
-            runtime=from_json(RuntimeProfileSpec, data["runtime"]),
-            provider=chain[data["provider"]],
+            risk=from_json(RiskProfileSpec, risk),
+            runtime=from_json(RuntimeProfileSpec, runtime),
+            provider=chain[ref],
             chain=chain,
         )
-        object.__setattr__(policy, "_json", {k: data[k] for k in ("risk", "runtime", "provider", "chain")})
+        object.__setattr__(
+            policy, "_json", {"risk": risk, "runtime": runtime, "provider": ref, "chain": chain_json}
+        )
+        if len(_parsed) >= 256:
+            _parsed.clear()
+        # The parts are held by the entry, so their ids cannot be reused while it is there.
+        _parsed[key] = (risk, runtime, chain_json, policy)
         return policy
+
+
+_parsed: dict[tuple[int, int, int, str], tuple[Any, Any, Any, FrozenPolicy]] = {}
 
 
 def provider_chain(snapshot: ConfigSnapshot, provider: ProviderSpec) -> dict[str, ProviderSpec]:

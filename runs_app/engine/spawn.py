@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-
 from agents_app.models import Agent
 from policies_app.policy import readonly_refusal, subagent_registry
 from policies_app.tracker import BudgetExhausted
@@ -87,15 +85,16 @@ def spawn_subagent(
     if risk.level == "readonly":
         return refuse(readonly_refusal("spawn_subagent"), "policy")
 
-    with events.tree_tx(parent.root_id or parent.pk):  # tree lock first: see events.lock_tree
+    # Check 7 is worked out first (it only reads) but reported after the budget's: a call it
+    # refuses records no action, so nothing is ever undone here and no savepoint is needed.
+    build_error = _build_error(parent, policy)
+    with events.tree_tx(parent.root_id or parent.pk, savepoint=False):  # see events.lock_tree
         try:
-            spend_action(key=parent.tracker_key, runtime=runtime)
+            spend_action(key=parent.tracker_key, runtime=runtime, record=build_error is None)
         except BudgetExhausted as exc:
             return refuse(exc.message, "budget")
-        build_error = _build_error(parent, policy)
         if build_error:
-            transaction.set_rollback(True)  # refused calls consume nothing
-            return build_error
+            return build_error  # refused calls consume nothing
         history = list(parent.messages.order_by("seq")) if fork else None
         child = create_run(
             agent=parent.agent,

@@ -180,11 +180,24 @@ def test_spawn_for_an_agent_no_longer_configured_is_404(operator: APIClient) -> 
     setup_boss()
     run = start_boss(operator)
     configure(PROVIDERS)
+    actions = TrackerAction.objects.count()
     refused(
         spawn(operator, run, prompt="part: a"),
         404,
         'subagent spawn failed: no agent configured under alias "boss"',
     )
+    assert TrackerAction.objects.count() == actions  # a refused call consumes nothing
+
+
+@pytest.mark.django_db
+def test_the_budget_refusal_comes_before_the_build_refusal(operator: APIClient) -> None:
+    """SPEC §5: check 6 (budget) before check 7 (build the child), though the engine works
+    out the build check first."""
+    setup_boss(runtime={"max_actions_per_hour": 0})
+    run = start_boss(operator)
+    configure(PROVIDERS)  # the agent is gone too
+    refused(spawn(operator, run, prompt="part: a"), 429, "Rate limit exceeded: action budget exhausted")
+    assert not TrackerAction.objects.exists()
 
 
 @pytest.mark.django_db
