@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from datetime import date, datetime, timedelta
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.db import connection, transaction
 from django.db.models import F, Model
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from policies_app.models import Tracker, TrackerAction, TrackerCost
 from policies_app.policy import RATE_LIMIT_ACTIONS, RATE_LIMIT_COST
+from zeroclaw_site.txmemo import forget, once_per_transaction
 
 WINDOW = timedelta(hours=1)
 
@@ -41,12 +42,24 @@ def _locked_tracker(key: str) -> int:
     IMMEDIATE transactions already hold the database's write lock). Plain SQL: this runs for
     every acting tool call and every spawn, where the ORM's query building costs more than the
     statements (runs_app/engine/sql.py)."""
-    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    if connection.vendor == "postgresql":
+        return _tracker_id(key, " FOR UPDATE")
+    # SQLite: no row lock to take, and a row found stays for the transaction (the write lock is
+    # held), so a transaction asks once. (PostgreSQL asks each time: a savepoint rolled back
+    # would have released the row lock.)
+    memo = ("tracker id", key)
+    found = once_per_transaction(memo, lambda: _tracker_id(key, "", create=False))
+    return found if found is not None else _tracker_id(key, "")
+
+
+def _tracker_id(key: str, lock: str, *, create: bool = True) -> Any:
     select = f"SELECT id FROM {_table(Tracker)} WHERE key = %s{lock}"
     with connection.cursor() as cursor:
         cursor.execute(select, [key])
         row = cursor.fetchone()
         if row is None:
+            if not create:
+                return None
             Tracker.objects.get_or_create(key=key)
             cursor.execute(select, [key])
             row = cursor.fetchone()
@@ -113,7 +126,10 @@ def _cost_on(key: str, day: date) -> float:
 
 
 def tracker_check_cost(*, key: str, max_cost_per_day_cents: int, now: datetime | None = None) -> None:
-    if _cost_on(key, _today(now)) >= max_cost_per_day_cents:
+    # Once per transaction: a turn of twenty spawns checks it for each (a cost recorded in the
+    # same transaction asks again: tracker_record_cost).
+    day = _today(now)
+    if once_per_transaction(("tracker cost", key, day), lambda: _cost_on(key, day)) >= max_cost_per_day_cents:
         raise BudgetExhausted(RATE_LIMIT_COST)
 
 
@@ -123,6 +139,7 @@ def tracker_record_cost(*, key: str, cents: float, now: datetime | None = None) 
     if cents == 0:
         return
     day = _today(now)
+    forget(("tracker cost", key, day))
     with transaction.atomic():
         tracker_id = _locked_tracker(key)
         row, created = TrackerCost.objects.get_or_create(

@@ -21,6 +21,7 @@ from runs_app.engine.frozen import FrozenPolicy, cached_provider
 from runs_app.engine.providers import ProviderError
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import Run, ToolCall
+from zeroclaw_site.txmemo import once_per_transaction
 
 
 @dataclass
@@ -125,7 +126,7 @@ def spawn_subagent(
 
 
 def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
-    agent_exists = sql.once_per_transaction(
+    agent_exists = once_per_transaction(
         ("agent exists", parent.agent),
         lambda: (
             sql.fetchone(f"SELECT 1 FROM {sql.table(Agent)} WHERE alias = %s", [parent.agent]) is not None

@@ -49,24 +49,6 @@ def table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def once_per_transaction(key: Any, compute: Callable[[], Any]) -> Any:
-    """`compute()`, worked out once per transaction for a given `key` (outside a transaction,
-    every time). For reads a transaction repeats for each of its tool calls, whose answer it
-    may take as of its first ask: a turn of twenty spawns checks its agent once."""
-    c = conn()
-    if not c.atomic_blocks:
-        return compute()
-    outermost = c.atomic_blocks[0]
-    memo: tuple[Any, dict[Any, Any]] | None = getattr(c, "_clawboard_tx_memo", None)
-    if memo is None or memo[0] is not outermost:
-        # Keyed by the outermost atomic block, held here so that no later one is mistaken for it.
-        memo = (outermost, {})
-        setattr(c, "_clawboard_tx_memo", memo)  # noqa: B010
-    if key not in memo[1]:
-        memo[1][key] = compute()
-    return memo[1][key]
-
-
 @cache
 def _native_uuid() -> bool:
     return bool(connection.features.has_native_uuid_field)
