@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from policies_app.models import DelegateSettings
 from runs_app import events
-from runs_app.engine import heartbeat, inline, settle, sql
+from runs_app.engine import heartbeat, inline, settle, sql, store
 from runs_app.models import Run
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,12 @@ def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
     )
     if row is not None and row[0] == Run.Status.RUNNING and row[1] == heartbeat.WORKER_ID:
         if run is None:
-            return sql.run_get(run_id)
+            # A parent woken by the settle of its last child: the copy it kept when it went to
+            # wait, if it waited in this process in the embedded mode (`store.Transcript.run`).
+            run = store.kept_run(run_id)
+            if run is None:
+                return sql.run_get(run_id)
+            run.status, run.owner, run.deferred = Run.Status.RUNNING, heartbeat.WORKER_ID, False
         run.has_inbox = bool(row[2])
         return run
     heartbeat.release(run_id)  # rolled back, or cancelled meanwhile

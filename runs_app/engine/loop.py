@@ -17,7 +17,7 @@ from agents_app.models import Agent
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
 from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
-from runs_app.engine import heartbeat, inline, sql, store
+from runs_app.engine import heartbeat, inline, ready, sql, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
 from runs_app.engine.claims import claim, give_back, take_claimed
@@ -95,8 +95,9 @@ class Stepper:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.root_id = run.root_id or run.pk
-        self.policy = FrozenPolicy.from_json(run.policy)
         self.transcript = store.load(run.pk)
+        kept = self.transcript.policy if self.transcript.run is run else None
+        self.policy = kept or FrozenPolicy.from_json(run.policy)
         # Claimed just now: status and inbox are as the claim read them, so the first step
         # need not read them again (a cancel meanwhile stops the turn's conditional UPDATE).
         self.fresh = True
@@ -374,6 +375,11 @@ class Stepper:
             raise Stopped
         events.emit(run, "run.waiting", {"status": status, "pending": pending})
         store.flush(self.transcript)
+        if ready.enabled():
+            # The only worker is this process: whoever resumes the run here finds the run and
+            # its policy as they are now (only its owner changes them; take_claimed re-reads
+            # what others may change). With a shared broker another worker may resume it.
+            self.transcript.run, self.transcript.policy = run, self.policy
         store.keep(run.pk, self.transcript)
         kick_queue()
         return False

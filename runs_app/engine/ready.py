@@ -34,6 +34,12 @@ def enable(threads: int) -> None:
         _threads = max(0, threads)
 
 
+def enabled() -> bool:
+    """Is an embedded worker fed by the in-process broker running here (this process then
+    being the only one that advances runs)?"""
+    return _threads > 0
+
+
 def disable() -> None:
     """The embedded worker stopped: nothing will drain the list any more (its runs stay
     `queued` in the database, for the reaper)."""

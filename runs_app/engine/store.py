@@ -25,6 +25,10 @@ class Transcript:
     provider: Any = None  # the built provider, reused while the run stays in this process
     provider_ref: str = ""
     unsaved: list[Message] = field(default_factory=list)  # staged rows, written with the next write
+    # Embedded mode only (this process is the only worker): the run as it went to wait, and its
+    # parsed policy, for the hop that resumes it here (`claims.take_claimed`, the Stepper).
+    run: Any = None
+    policy: Any = None
 
 
 _cache: OrderedDict[str, Transcript] = OrderedDict()
@@ -58,6 +62,13 @@ def keep(run_id: Any, transcript: Transcript) -> None:
         _cache[str(run_id)] = transcript
         while len(_cache) > MAX_CACHED:
             _cache.popitem(last=False)
+
+
+def kept_run(run_id: Any) -> Any:
+    """The run kept with its transcript when it went to wait, if any (`Transcript.run`)."""
+    with _lock:
+        cached = _cache.get(str(run_id))
+    return cached.run if cached is not None else None
 
 
 def forget(run_id: Any) -> None:

@@ -208,3 +208,40 @@ def test_a_kept_copy_whose_claim_rolled_back_is_claimed_the_usual_way() -> None:
     assert (taken.status, taken.owner) == ("running", heartbeat.WORKER_ID)
     heartbeat.release(queued.pk)
     Run.objects.filter(pk=queued.pk).update(status="cancelled")
+
+
+def root_reads_during(monkeypatch: pytest.MonkeyPatch, prompt: str) -> tuple[Run, int]:
+    """Run boss to its end; how many times the root's full row was read meanwhile."""
+    from runs_app.engine import sql
+
+    reads: list[str] = []
+    real = sql.run_get
+
+    def counted(pk: Any) -> Run | None:
+        reads.append(str(pk))
+        return real(pk)
+
+    monkeypatch.setattr(sql, "run_get", counted)
+    root = finish("boss", prompt)
+    return root, reads.count(str(root.pk))
+
+
+def test_a_parent_woken_in_the_embedded_mode_resumes_with_the_copy_it_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup_tree()
+    root, reads = root_reads_during(monkeypatch, "go")
+    assert root.status == "completed" and root.output == "got did sub: one"
+    # Claimed once through the broker at its start (one read); woken twice by its children, each
+    # time resuming with the run and policy it kept when it went to wait: no read.
+    assert reads <= 1
+
+
+def test_with_a_shared_broker_a_woken_parent_reads_its_row_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runs_app.engine import ready
+
+    setup_tree()
+    monkeypatch.setattr(ready, "enabled", lambda: False)  # as with Redis: another worker may resume it
+    root, reads = root_reads_during(monkeypatch, "go")
+    assert root.status == "completed" and root.output == "got did sub: one"
+    assert reads >= 2  # read back on each wake-up
