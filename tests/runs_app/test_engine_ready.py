@@ -47,13 +47,8 @@ def published() -> Iterator[list[tuple[Any, ...]]]:
         before_task_publish.disconnect(record)
 
 
-def test_the_embedded_worker_drains_its_list() -> None:
-    assert ready._threads == 2  # the tests' embedded worker, fed by the in-process broker
-
-
-def test_a_turn_of_twenty_children_sends_a_few_wake_ups_not_one_message_per_child(
-    published: list[tuple[Any, ...]],
-) -> None:
+def turn_of_twenty() -> Run:
+    """A root whose one turn spawns twenty children, run to its end."""
     configure(
         provider(
             "boss",
@@ -67,6 +62,17 @@ def test_a_turn_of_twenty_children_sends_a_few_wake_ups_not_one_message_per_chil
     )
     run = finish("boss", "go")
     assert run.status == "completed", run.error
+    return run
+
+
+def test_the_embedded_worker_drains_its_list() -> None:
+    assert ready._threads == 2  # the tests' embedded worker, fed by the in-process broker
+
+
+def test_a_turn_of_twenty_children_sends_a_few_wake_ups_not_one_message_per_child(
+    published: list[tuple[Any, ...]],
+) -> None:
+    run = turn_of_twenty()
     children = list(Run.objects.filter(parent=run))
     assert len(children) == 20
     assert {c.status for c in children} == {"completed"}
@@ -163,19 +169,7 @@ def test_a_finishing_child_claims_the_next_listed_one_in_its_own_commit(
         return real_claim(run_id)
 
     monkeypatch.setattr(loop, "claim", counted_claim)
-    configure(
-        provider(
-            "boss",
-            [
-                {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
-                {"turns": [{"tool_calls": [SPAWN] * 20}, {"say": "got them"}]},
-            ],
-        )
-        + agent("boss", "scripted.boss", runtime="wide")
-        + "[runtime_profiles.wide]\nmax_children_per_run = 20\n"
-    )
-    run = finish("boss", "go")
-    assert run.status == "completed", run.error
+    run = turn_of_twenty()
     children = {str(c.pk) for c in Run.objects.filter(parent=run)}
     assert len(children) == 20 and set(Run.objects.filter(parent=run).values_list("status", flat=True)) == {
         "completed"
