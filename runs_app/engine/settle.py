@@ -238,7 +238,7 @@ def _settle_call(call_id: int, finished: Run | None = None) -> None:
 
 
 def _only_child(call_id: int, child: Run) -> bool:
-    """Is `child` the one run the call `call_id` waits on? (Two columns, no row to build.)"""
+    """Is `child` the one run the call `call_id` waits on? (Ids only: no row to build.)"""
     rows = sql.fetchall(f"SELECT id FROM {sql.table(Run)} WHERE parent_call_id = %s LIMIT 2", [call_id])
     return len(rows) == 1 and rows[0][0] == sql.uid(child.pk) and child.status in TERMINAL_STATUSES
 
