@@ -176,6 +176,18 @@ def cached_provider(spec: ProviderSpec, chain: dict[str, ProviderSpec]) -> Any:
 
 
 def _spec_key(spec: ProviderSpec) -> str:
+    """What identifies a provider spec in `cached_provider`, worked out once per spec object
+    (each step and each spawn asks, and the specs of one parsed policy are shared)."""
+    known = _spec_keys.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
     data = to_json(spec)
     script = data.pop("script", None)
-    return json.dumps(data, sort_keys=True, default=str) + (script_digest(script) if script else "")
+    key = json.dumps(data, sort_keys=True, default=str) + (script_digest(script) if script else "")
+    if len(_spec_keys) > 10_000:
+        _spec_keys.clear()
+    _spec_keys[id(spec)] = (spec, key)  # the spec kept alive, so its id is not reused meanwhile
+    return key
+
+
+_spec_keys: dict[int, tuple[ProviderSpec, str]] = {}

@@ -44,3 +44,17 @@ def test_a_childs_policy_made_from_its_parents_is_parsed_once_for_all_siblings()
     loaded = {k: (dict(v) if isinstance(v, dict) else v) for k, v in child_a.items()}
     again = FrozenPolicy.from_json(loaded)
     assert again == FrozenPolicy.from_json(child_a) and again is not FrozenPolicy.from_json(child_a)
+
+
+def test_a_provider_specs_cache_key_is_worked_out_once_and_equal_for_equal_specs() -> None:
+    import dataclasses
+
+    from runs_app.engine import frozen
+
+    spec = FrozenPolicy.from_json(stored_policy()).provider
+    key = frozen._spec_key(spec)
+    assert frozen._spec_keys[id(spec)] == (spec, key)
+    twin = dataclasses.replace(spec)  # equal, another object
+    assert twin is not spec and frozen._spec_key(twin) == key
+    other = dataclasses.replace(spec, model="another-model")
+    assert frozen._spec_key(other) != key
