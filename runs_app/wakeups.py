@@ -178,8 +178,12 @@ class Subscriber:
                     await self.layer.group_add(events.group_name(root), self.channel)
                     self._joined.add(root)
                 elif not wanted and root in self._joined:
-                    self._joined.discard(root)
-                    await self.layer.group_discard(events.group_name(root), self.channel)
+                    # Listed as joined until Redis has answered: `groups()` then says what
+                    # Redis holds. Dropped even if the discard failed: the membership expires.
+                    try:
+                        await self.layer.group_discard(events.group_name(root), self.channel)
+                    finally:
+                        self._joined.discard(root)
 
     async def _rejoin(self) -> None:
         """Join every group again: after Redis lost them, or before they expire."""
