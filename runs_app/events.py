@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runs_app.engine import sql
 from runs_app.models import Run, RunEvent
+from zeroclaw_site.txmemo import once_per_transaction
 
 log = logging.getLogger(__name__)
 
@@ -163,21 +164,15 @@ def lock_tree(root_id: Any) -> None:
     conn = transaction.get_connection()
     if conn.vendor != "postgresql":
         return
-    # Taken once per transaction: every emit() asks again, and each ask is a round trip.
-    outermost = conn.atomic_blocks[0] if conn.atomic_blocks else None
-    held: tuple[Any, set[str]] | None = getattr(conn, "_clawboard_tree_locks", None)
     key = str(root_id)
-    if outermost is not None and held is not None and held[0] is outermost and key in held[1]:
-        return
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, key])
-    if outermost is not None:
-        # Keyed by the transaction's outermost atomic block, held here so that no later
-        # transaction's block can be mistaken for it.
-        if held is None or held[0] is not outermost:
-            held = (outermost, set())
-            setattr(conn, "_clawboard_tree_locks", held)  # noqa: B010
-        held[1].add(key)
+
+    def take() -> bool:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, key])
+        return True
+
+    # Taken once per transaction: every emit() asks again, and each ask is a round trip.
+    once_per_transaction(("tree lock", key), take)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Answers worked out once per database transaction.
+"""Answers worked out once per database transaction (and locks taken once: `events.lock_tree`).
 
 Some reads repeat for each tool call of one transaction: a model turn of twenty spawns asks
 twenty times whether its agent exists, which tracker row its budget is on, and what the day's
