@@ -17,7 +17,8 @@ from agents_app.selectors import config_snapshot_get
 from policies_app.policy import ALL_TOOLS, filter_tools
 from runs_app import events
 from runs_app.engine import messages as msg
-from runs_app.engine.children import agent_workspace, create_run
+from runs_app.engine import store
+from runs_app.engine.children import agent_workspace, create_run, stored_conversation
 from runs_app.engine.frozen import FrozenPolicy, provider_chain
 from runs_app.engine.settle import complete_call, lock_run, run_finish, wake_if_ready
 from runs_app.engine.tools.base import ToolResult
@@ -201,7 +202,7 @@ def run_steer(*, run: Run, user: Any, message: str) -> Steer:
 def run_continue(*, run: Run, user: Any, prompt: str) -> Run:
     if run.status not in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is still {run.status}; only a finished run can be continued", "conflict")
-    history = list(run.messages.order_by("seq"))
+    history = stored_conversation(run)
     return run_start(agent=run.agent, prompt=prompt, user=user, history=history, continued_from=run)
 
 
@@ -211,7 +212,7 @@ def run_resume(*, run: Run, user: Any) -> Run:
     if run.status != Run.Status.LOST:
         raise RunServiceError(f"Only a lost run can be resumed (status: {run.status})", "conflict")
     policy = FrozenPolicy.from_json(run.policy)
-    rows = list(run.messages.order_by("seq"))
+    rows = stored_conversation(run)  # a last step whose calls all finished is kept
     # Drop a trailing model turn whose tool calls never all finished: the model decides again.
     while rows and rows[-1].role == "assistant" and rows[-1].tool_calls:
         rows.pop()
@@ -235,13 +236,12 @@ def run_resume(*, run: Run, user: Any) -> Run:
             created_by=user,
             continued_from=run,
             first_message="Resume the task from where it stopped; earlier steps are above.",
+            # The model turns kept count as done: the resumed run goes on from the next one
+            # (and the iteration cap keeps counting the whole conversation).
+            turns=sum(1 for r in rows if r.role == "assistant"),
         )
         _copy_transcript(rows, new)
-        # The model turns kept count as done: the resumed run goes on from the next one (and
-        # the iteration cap keeps counting the whole conversation).
-        done = sum(1 for r in rows if r.role == "assistant")
-        Run.objects.filter(pk=new.pk).update(turns=done)
-        new.turns = done
+        store.forget(new.pk)  # its first messages were replaced: the worker reads them
     return new
 
 

@@ -14,7 +14,8 @@ from django.utils import timezone
 from agents_app.snapshot import AgentSpec
 from policies_app.specs import effective_tool_result_chars
 from runs_app import events
-from runs_app.engine import sql
+from runs_app.engine import messages as msg
+from runs_app.engine import ready, sql, store
 from runs_app.engine.claims import claim_inline
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.settle import enqueue
@@ -38,6 +39,31 @@ def task_prompt(prompt: str, context: str) -> str:
     if context.strip():
         return f"[Context]\n{context}\n\n[Task]\n{prompt}"
     return prompt
+
+
+def stored_conversation(run: Run) -> list[Message]:
+    """The run's stored messages, in order. A running run stages the tool messages of a turn
+    whose calls all finished and writes them with its next write (`loop`): if the messages of
+    a run still running, or lost in that state, end with that turn, its tool messages are
+    derived here from the calls' results (rows not saved), so a copy (resume, continue, fork)
+    keeps the step as the run itself would have. (A run that stopped otherwise wrote what it
+    had staged; the calls of its unfinished turn were settled by its ending, not by the run.)"""
+    rows = list(Message.objects.filter(run_id=run.pk).order_by("seq"))
+    last = rows[-1] if rows else None
+    if last is None or last.role != "assistant" or not last.tool_calls or run.turns < 1:
+        return rows
+    if run.status not in (Run.Status.RUNNING, Run.Status.LOST):
+        return rows
+    calls = list(ToolCall.objects.filter(run_id=run.pk, turn=run.turns - 1).order_by("position"))
+    if [c.call_id for c in calls] != [c.get("id") for c in last.tool_calls] or any(
+        c.status != ToolCall.Status.DONE for c in calls
+    ):
+        return rows
+    return rows + [
+        Message(run_id=run.pk, seq=last.seq + 1 + i, role="tool", content=msg.tool_message(c.result),
+                tool_call_id=c.call_id)
+        for i, c in enumerate(calls)
+    ]  # fmt: skip
 
 
 def complete_turns(history: list[Message]) -> list[Message]:
@@ -95,6 +121,7 @@ def create_run(
     history: list[Message] | None = None,
     continued_from: Run | None = None,
     first_message: str | None = None,
+    turns: int = 0,
 ) -> Run:
     """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit."""
     run_id = uuid.uuid4()
@@ -144,6 +171,7 @@ def create_run(
         idempotency_key=idempotency_key,
         via_api=via_api,
         continued_from=continued_from,
+        turns=turns,
     )
     sql.insert([run])  # run.save(force_insert=True), without the ORM's query building
     rows: list[Message] = []
@@ -164,6 +192,8 @@ def create_run(
         Message(run=run, seq=len(rows), role="user", content=first_message or task_prompt(prompt, context))
     )
     sql.insert(rows)
+    if ready.enabled():
+        store.seed(run.pk, rows, turns)
     events.emit(
         run,
         "run.queued",

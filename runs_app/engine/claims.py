@@ -163,7 +163,7 @@ def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
     (status, owner, inbox flag): the claim's transaction may have rolled back, the run may
     have been cancelled or steered meanwhile. Its other columns change only under its owner."""
     row = sql.fetchone(
-        f"SELECT status, owner, has_inbox FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)]
+        f"SELECT status, owner, has_inbox, turns FROM {sql.table(Run)} WHERE id = %s", [sql.uid(run_id)]
     )
     if row is not None and row[0] == Run.Status.RUNNING and row[1] == heartbeat.WORKER_ID:
         if run is None:
@@ -173,6 +173,8 @@ def take_claimed(run_id: Any, run: Run | None = None) -> Run | None:
             if run is None:
                 return sql.run_get(run_id)
             run.status, run.owner, run.deferred = Run.Status.RUNNING, heartbeat.WORKER_ID, False
+        if run.turns != row[3]:  # advanced by another process meanwhile: the copy is stale
+            return sql.run_get(run_id)
         run.has_inbox = bool(row[2])
         return run
     heartbeat.release(run_id)  # rolled back, or cancelled meanwhile

@@ -77,14 +77,31 @@ def _advance_one(run_id: Any, *, claimed: bool = False, run: Run | None = None) 
     if run is None:
         return
     heartbeat.hold(run.pk)
+    stepper: Stepper | None = None
     try:
-        Stepper(run).drive()
+        stepper = Stepper(run)
+        stepper.drive()
     except Exception as exc:
         log.exception("run %s crashed", run_id)
         store.forget(run_id)
-        run_finish(run_id, status=Run.Status.FAILED, error=f"internal error: {exc.__class__.__name__}: {exc}")
+        _crashed(run, f"internal error: {exc.__class__.__name__}: {exc}", stepper)
     finally:
         heartbeat.release(run.pk)
+
+
+def _crashed(run: Run, error: str, stepper: Stepper | None) -> None:
+    """Fail a run whose step raised, with the tool messages it had staged (SPEC §5: the
+    transcript is kept after failure). If even they cannot be written, the run fails without."""
+    unsaved = stepper.transcript.unsaved if stepper is not None else []
+    if unsaved:
+        try:
+            with events.tree_tx(run.root_id or run.pk):
+                sql.insert(unsaved)
+                run_finish(run.pk, status=Run.Status.FAILED, error=error)
+            return
+        except Exception:
+            log.exception("run %s: its staged messages could not be kept", run.pk)
+    run_finish(run.pk, status=Run.Status.FAILED, error=error)
 
 
 class Stopped(Exception):
@@ -95,7 +112,7 @@ class Stepper:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.root_id = run.root_id or run.pk
-        self.transcript = store.load(run.pk)
+        self.transcript = store.load(run.pk, run.turns)
         kept = self.transcript.policy if self.transcript.run is run else None
         self.policy = kept or FrozenPolicy.from_json(run.policy)
         # Claimed just now: status and inbox are as the claim read them, so the first step
@@ -375,12 +392,15 @@ class Stepper:
             raise Stopped
         events.emit(run, "run.waiting", {"status": status, "pending": pending})
         store.flush(self.transcript)
+        t = self.transcript
         if ready.enabled():
-            # The only worker is this process: whoever resumes the run here finds the run and
-            # its policy as they are now (only its owner changes them; take_claimed re-reads
-            # what others may change). With a shared broker another worker may resume it.
-            self.transcript.run, self.transcript.policy = run, self.policy
-        store.keep(run.pk, self.transcript)
+            # The only worker is this process: whoever resumes the run here finds the run, its
+            # policy and its messages as they are now (only its owner changes them; take_claimed
+            # re-reads what others may change). With a shared broker another worker may resume it.
+            t.run, t.policy, t.current, t.turns = run, self.policy, True, run.turns
+        else:
+            t.run, t.policy, t.current = None, None, False
+        store.keep(run.pk, t)
         kick_queue()
         return False
 
@@ -512,16 +532,13 @@ class Stepper:
                         return False
                 continue  # settled or approved while we looked: look again
             break
-        # Written before the next model call, which may take long: a run lost during that call
-        # is resumed (run_resume copies the transcript) after this completed step.
-        with events.tree_tx(self.root_id):
-            for c in sorted(calls, key=lambda c: c.position):
-                result = c.result or {}
-                content = (
-                    result.get("output", "") if result.get("success") else f"Error: {result.get('error')}"
-                )
-                store.stage(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))
-            store.flush(self.transcript)  # one INSERT for the turn's results
+        # Staged, not written: the tool messages are derived from the calls' stored results, so
+        # they go in with the run's next write (the next model turn's commit, or the run's end),
+        # a commit fewer per turn. A run lost meanwhile gets them derived again from its calls
+        # (`children.settled_turn`, used by run_resume).
+        for c in sorted(calls, key=lambda c: c.position):
+            content = msg.tool_message(c.result)
+            store.stage(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))
         return True
 
     def _deliver_inbox(self) -> None:

@@ -15,6 +15,12 @@ BEGIN_FENCE = "<<<BEGIN_CHILD_RESULT>>>"
 END_FENCE = "<<<END_CHILD_RESULT>>>"
 
 
+def tool_message(result: dict | None) -> str:
+    """The tool message a model reads for a finished call: its output, or `Error: <error>`."""
+    result = result or {}
+    return result.get("output", "") if result.get("success") else f"Error: {result.get('error')}"
+
+
 def missing_prompt() -> str:
     return "Missing or empty 'prompt' parameter"
 

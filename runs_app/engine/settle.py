@@ -215,9 +215,16 @@ def _settle_call(call_id: int, finished: Run | None = None) -> None:
         [call_id, *TERMINAL_ORDER],
     ):
         return
-    if finished is not None and call.wait_kind != "parallel" and _only_child(call_id, finished):
+    if (
+        finished is not None
+        and call.wait_kind != "parallel"
+        and finished.parent_call_id == call_id
+        and finished.status in TERMINAL_STATUSES
+    ):
         # The usual case, a call with one child that just ended: that child is at hand, and
         # of the parent only its ids are needed, unless it wakes (`wake_if_ready` reads it then).
+        # Only a parallel delegate gives a call several children (`delegate`, which marks the
+        # call `parallel` in the transaction that creates them): any other call has one.
         children = [finished]
         call.run = Run(id=call.run_id, root_id=finished.root_id or finished.pk)
         call.run._partial = True  # type: ignore[attr-defined]
@@ -235,12 +242,6 @@ def _settle_call(call_id: int, finished: Run | None = None) -> None:
     else:
         result = children[0].tool_result or child_result(children[0], limit)
     complete_call(call, result)
-
-
-def _only_child(call_id: int, child: Run) -> bool:
-    """Is `child` the one run the call `call_id` waits on? (Ids only: no row to build.)"""
-    rows = sql.fetchall(f"SELECT id FROM {sql.table(Run)} WHERE parent_call_id = %s LIMIT 2", [call_id])
-    return len(rows) == 1 and rows[0][0] == sql.uid(child.pk) and child.status in TERMINAL_STATUSES
 
 
 def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from runs_app import events
 from runs_app.engine import messages as msg
 from runs_app.engine import sql
 from runs_app.engine.budget import spend_action
-from runs_app.engine.children import create_run
+from runs_app.engine.children import create_run, stored_conversation
 from runs_app.engine.frozen import FrozenPolicy, cached_provider
 from runs_app.engine.providers import ProviderError
 from runs_app.engine.tools.base import ToolResult
@@ -96,7 +96,7 @@ def spawn_subagent(
             return refuse(exc.message, "budget")
         if build_error:
             return build_error  # refused calls consume nothing
-        history = list(parent.messages.order_by("seq")) if fork else None
+        history = stored_conversation(parent) if fork else None
         child = create_run(
             agent=parent.agent,
             kind=Run.Kind.SUBAGENT,

@@ -29,6 +29,11 @@ class Transcript:
     # parsed policy, for the hop that resumes it here (`claims.take_claimed`, the Stepper).
     run: Any = None
     policy: Any = None
+    # Embedded mode only: the messages are every message stored for the run as of `turns`
+    # model turns (only the run's owner writes them, and this process is the only worker), so
+    # resuming with the run at that same turn count needs no read (`load`).
+    current: bool = False
+    turns: int = 0
 
 
 _cache: OrderedDict[str, Transcript] = OrderedDict()
@@ -46,11 +51,17 @@ def to_chat(row: Message) -> ChatMessage:
     )
 
 
-def load(run_id: Any) -> Transcript:
+def load(run_id: Any, turns: int | None = None) -> Transcript:
+    """The run's transcript: the kept one, brought up to date, else read whole. `turns`: the
+    run's model turns as its claim found them; a kept transcript that is `current` at that
+    same count is returned without a read (a run advanced elsewhere meanwhile has more)."""
     key = str(run_id)
     with _lock:
         cached = _cache.pop(key, None)
+    if cached is not None and cached.current and cached.turns == turns:
+        return cached
     transcript = cached or Transcript()
+    transcript.current = False
     for row in sql.MESSAGES_FROM.models(sql.uid(run_id), transcript.next_seq):
         transcript.messages.append(to_chat(row))
         transcript.next_seq = row.seq + 1
@@ -62,6 +73,15 @@ def keep(run_id: Any, transcript: Transcript) -> None:
         _cache[str(run_id)] = transcript
         while len(_cache) > MAX_CACHED:
             _cache.popitem(last=False)
+
+
+def seed(run_id: Any, rows: list[Message], turns: int = 0) -> None:
+    """Embedded mode: keep the first messages of a run just created (inside its creating
+    transaction), so that its first step needs no read. If that transaction rolls back, the
+    run never exists, and the entry only waits to be pushed out of the cache."""
+    keep(
+        run_id, Transcript(messages=[to_chat(r) for r in rows], next_seq=len(rows), current=True, turns=turns)
+    )
 
 
 def kept_run(run_id: Any) -> Any:

@@ -245,3 +245,17 @@ def test_with_a_shared_broker_a_woken_parent_reads_its_row_again(monkeypatch: py
     root, reads = root_reads_during(monkeypatch, "go")
     assert root.status == "completed" and root.output == "got did sub: one"
     assert reads >= 2  # read back on each wake-up
+
+
+def test_a_kept_copy_behind_the_stored_turns_is_read_again() -> None:
+    # Advanced by another process meanwhile (more model turns): the copy is stale.
+    setup_tree()
+    done = finish("boss", "sub: warm")
+    queued = queued_run(done, "sub: elsewhere")
+    with inline.slot(), transaction.atomic():
+        assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+    Run.objects.filter(pk=queued.pk).update(turns=3)
+    taken = claims.take_claimed(queued.pk, queued)
+    assert taken is not None and taken is not queued and taken.turns == 3
+    heartbeat.release(queued.pk)
+    Run.objects.filter(pk=queued.pk).update(status="cancelled")

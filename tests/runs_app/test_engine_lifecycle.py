@@ -319,8 +319,13 @@ def test_resume_a_lost_run_from_its_last_completed_step(monkeypatch: Any) -> Non
     ]})  # fmt: skip
     user = make_user()
     run = start("boss", "go", user=user)
+    # Step 1 done: its call finished, and the run is in its second model call. The tool message
+    # is staged until that call's commit, so the resume derives it from the call's result.
     wait_until(
-        lambda: Run.objects.get(pk=run.pk).turns == 1 and transcript(run)[-1][0] == "tool", message="step 1"
+        lambda: (
+            Run.objects.get(pk=run.pk).turns == 1 and ToolCall.objects.filter(run=run, status="done").exists()
+        ),
+        message="step 1",
     )
     monkeypatch.setattr(heartbeat, "WORKER_ID", heartbeat.WORKER_ID + "-reborn")
     assert reap_once(startup=True)["lost"] == 1
