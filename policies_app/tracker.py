@@ -11,12 +11,13 @@ from contextlib import nullcontext
 from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Model
 from django.utils import timezone
 
 from policies_app.models import Tracker, TrackerAction, TrackerCost
 from policies_app.policy import RATE_LIMIT_ACTIONS, RATE_LIMIT_COST
+from zeroclaw_site import dbconn
 from zeroclaw_site.txmemo import forget, once_per_transaction
 
 WINDOW = timedelta(hours=1)
@@ -34,7 +35,7 @@ class TrackerUsage(TypedDict):
 
 
 def _table(model: type[Model]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
+    return dbconn.default().ops.quote_name(model._meta.db_table)
 
 
 def _locked_tracker(key: str) -> int:
@@ -42,7 +43,7 @@ def _locked_tracker(key: str) -> int:
     IMMEDIATE transactions already hold the database's write lock). Plain SQL: this runs for
     every acting tool call and every spawn, where the ORM's query building costs more than the
     statements (runs_app/engine/sql.py)."""
-    if connection.vendor == "postgresql":
+    if dbconn.default().vendor == "postgresql":
         return _tracker_id(key, " FOR UPDATE")
     # SQLite: no row lock to take, and a row found stays for the transaction (the write lock is
     # held), so a transaction asks once. (PostgreSQL asks each time: a savepoint rolled back
@@ -54,7 +55,7 @@ def _locked_tracker(key: str) -> int:
 
 def _tracker_id(key: str, lock: str, *, create: bool = True) -> Any:
     select = f"SELECT id FROM {_table(Tracker)} WHERE key = %s{lock}"
-    with connection.cursor() as cursor:
+    with dbconn.default().cursor() as cursor:
         cursor.execute(select, [key])
         row = cursor.fetchone()
         if row is None:
@@ -67,7 +68,9 @@ def _tracker_id(key: str, lock: str, *, create: bool = True) -> Any:
 
 
 def _today(now: datetime | None) -> date:
-    return timezone.localdate(now or timezone.now())
+    """The budget day: the date in the server's TIME_ZONE (never a zone activated for a
+    request), looked up without asgiref's Local (`timezone.localdate` asks it each time)."""
+    return (now or timezone.now()).astimezone(timezone.get_default_timezone()).date()
 
 
 def tracker_record_action(
@@ -88,17 +91,21 @@ def tracker_record_action(
     if max_actions_per_hour <= 0:
         raise BudgetExhausted(RATE_LIMIT_ACTIONS)
     actions = _table(TrackerAction)
-    with nullcontext() if connection.in_atomic_block else transaction.atomic():
+    with nullcontext() if dbconn.default().in_atomic_block else transaction.atomic():
         tracker_id = _locked_tracker(key)
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
         window_start = at - WINDOW
-        with connection.cursor() as cursor:
+        with dbconn.default().cursor() as cursor:
             # Counted up to the limit only: whether the window is full costs the same however
             # many actions it holds (a shared tracker may record thousands an hour).
             cursor.execute(
                 f"SELECT COUNT(*) FROM (SELECT 1 FROM {actions} WHERE tracker_id = %s AND at > %s LIMIT %s) w",
-                [tracker_id, connection.ops.adapt_datetimefield_value(window_start), max_actions_per_hour],
+                [
+                    tracker_id,
+                    dbconn.default().ops.adapt_datetimefield_value(window_start),
+                    max_actions_per_hour,
+                ],
             )
             if cursor.fetchone()[0] >= max_actions_per_hour:
                 raise BudgetExhausted(RATE_LIMIT_ACTIONS)
@@ -108,18 +115,18 @@ def tracker_record_action(
                 return
             cursor.execute(
                 f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
-                [tracker_id, connection.ops.adapt_datetimefield_value(at)],
+                [tracker_id, dbconn.default().ops.adapt_datetimefield_value(at)],
             )
         if at.second == 0:  # prune the expired window now and then, not on every record
             TrackerAction.objects.filter(tracker_id=tracker_id, at__lte=window_start).delete()
 
 
 def _cost_on(key: str, day: date) -> float:
-    with connection.cursor() as cursor:
+    with dbconn.default().cursor() as cursor:
         cursor.execute(
             f"SELECT SUM(c.cents) FROM {_table(TrackerCost)} c"
             f" INNER JOIN {_table(Tracker)} t ON t.id = c.tracker_id WHERE t.key = %s AND c.day = %s",
-            [key, connection.ops.adapt_datefield_value(day)],
+            [key, dbconn.default().ops.adapt_datefield_value(day)],
         )
         total = cursor.fetchone()[0]
     return float(total or 0)

@@ -110,19 +110,19 @@ def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None 
         "at": at.isoformat(),
         "data": data,
     }
-    conn = transaction.get_connection()
+    conn = sql.conn()
     batch: _Batch | None = getattr(conn, "_clawboard_events", None)
     if batch is not None and conn.atomic_blocks and conn.atomic_blocks[0] is batch.block:
 
         def send() -> None:
             publish(payload)
 
-        transaction.on_commit(send, robust=True)
+        conn.on_commit(send, robust=True)
         batch.rows.append((sql.event_row(run_id, root_id, type_, at, data), payload, send))
         return payload
     # One plain INSERT: the ORM's create() costs several times the statement (runs_app.engine.sql).
     payload["id"] = sql.insert_event(run_id, root_id, type_, at, data)
-    transaction.on_commit(lambda: publish(payload), robust=True)
+    conn.on_commit(lambda: publish(payload), robust=True)
     return payload
 
 
@@ -161,7 +161,7 @@ def lock_tree(root_id: Any) -> None:
     engine transaction takes it FIRST, before any row lock, so the order of locks is always
     the same (no deadlock). Re-entrant within a transaction. SQLite already serialises every
     writer, so there it does nothing."""
-    conn = transaction.get_connection()
+    conn = sql.conn()
     if conn.vendor != "postgresql":
         return
     key = str(root_id)
@@ -181,8 +181,14 @@ def tree_tx(root_id: Any, *, savepoint: bool = True) -> Iterator[None]:
 
     `savepoint=False` for a block nested in another whose exceptions always end the outer
     one too (nobody catches them inside it): no SAVEPOINT/RELEASE pair on the hot path."""
+    conn = sql.conn()
+    if not savepoint and conn.in_atomic_block:
+        # Nested, and its exceptions end the outer block anyway: Django's atomic() here would
+        # only push and pop a marker (and look the connection up twice).
+        lock_tree(root_id)
+        yield
+        return
     with transaction.atomic(savepoint=savepoint):
-        conn = transaction.get_connection()
         batch = _Batch(conn.atomic_blocks[0]) if len(conn.atomic_blocks) == 1 else None
         if batch is not None:  # the outermost block: its events are written in one INSERT
             setattr(conn, "_clawboard_events", batch)  # noqa: B010

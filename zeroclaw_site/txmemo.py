@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from zeroclaw_site import dbconn
 
 T = TypeVar("T")
 
@@ -18,7 +18,7 @@ _ATTR = "_clawboard_tx_memo"
 
 
 def _memo(create: bool) -> dict[Any, Any] | None:
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = dbconn.default()
     if not conn.atomic_blocks:
         return None
     outermost = conn.atomic_blocks[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from agents_app.models import Agent
 from policies_app.policy import ACTING_TOOLS, needs_approval, readonly_refusal
 from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
 from runs_app import events
-from runs_app.engine import heartbeat, inline, ready, sql, store
+from runs_app.engine import baton, heartbeat, inline, ready, sql, store
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, spend_action
 from runs_app.engine.claims import claim, give_back, take_claimed
@@ -53,7 +54,7 @@ def advance_run(run_id: Any) -> None:
     kept: Run | None = None
     hops = 0
     while next_id is not None and (hops < MAX_INLINE_HOPS or claimed):
-        with inline.slot() as slot:
+        with baton.held(), inline.slot() as slot:
             try:
                 _advance_one(next_id, claimed=claimed, run=kept)
             except BaseException:
@@ -118,6 +119,7 @@ class Stepper:
         # Claimed just now: status and inbox are as the claim read them, so the first step
         # need not read them again (a cancel meanwhile stops the turn's conditional UPDATE).
         self.fresh = True
+        self.handled: bool | None = None  # the turn's calls, if handled in its commit
 
     # -- the loop ---------------------------------------------------------------------------
     def drive(self) -> None:
@@ -164,9 +166,12 @@ class Stepper:
         except BudgetExhausted as exc:
             return self._finish(Run.Status.FAILED, error=exc.message)
 
+        self.handled = None
         reply = self._call_model()
         if reply is None or not reply.tool_calls:
             return False  # it failed, or it was the last turn: the run finished with it
+        if self.handled is not None:  # handled in the turn's own commit
+            return self.handled
         return self._handle_tool_calls(reply)
 
     def _finish(self, status: str, *, output: str = "", error: str = "") -> bool:
@@ -215,7 +220,7 @@ class Stepper:
             tool_results=self._tool_results(),
         )
         try:
-            reply: ModelReply = self._provider().complete(request)
+            reply: ModelReply = self._provider().complete(request)  # blocking parts: `baton`
         except AllProvidersFailed as exc:
             self._finish(Run.Status.FAILED, error=INVALID_COMPLETION if exc.invalid_completion else str(exc))
             return None
@@ -226,6 +231,7 @@ class Stepper:
             reply.tool_calls = []
         spec = self.policy.chain.get(reply.provider_ref, self.policy.provider)
         cost = cost_cents(spec, reply.usage)
+        failure: Exception | None = None
         with events.tree_tx(self.root_id):
             updated = sql.execute(
                 f"UPDATE {sql.table(Run)} SET turns = turns + 1, input_tokens = input_tokens + %s,"
@@ -284,6 +290,17 @@ class Stepper:
                         # e.g. a non-agentic run whose model answered only with tool calls
                         # (dropped): no usable answer, as SPEC §6.1 words it.
                         self._finish(Run.Status.FAILED, error=INVALID_COMPLETION)
+                elif not any(c.name in LOCAL_TOOLS for c in reply.tool_calls):
+                    # Nothing to run outside a transaction: the calls are handled in this same
+                    # commit (one fewer per turn). They are recorded in a savepoint of their
+                    # own (`_handle_tool_calls`' block, nested): if handling them raises, the
+                    # turn is still committed, its paid cost with it, and the error goes on.
+                    try:
+                        self.handled = self._handle_tool_calls(reply)
+                    except Exception as exc:
+                        failure = exc
+        if failure is not None:
+            raise failure
         if not updated:
             raise Stopped
         return reply
@@ -351,13 +368,14 @@ class Stepper:
         if local and not Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING).exists():
             raise Stopped  # cancelled (or timed out) meanwhile: act no further
         results: dict[int, ToolResult] = {}
-        if len(local) > 1 and self.policy.runtime.parallel_tools:
-            with ThreadPoolExecutor(max_workers=min(8, len(local))) as pool:
-                for row, res in zip(local, pool.map(self._run_local_in_thread, local), strict=True):
-                    results[row.pk] = res
-        else:
-            for row in local:
-                results[row.pk] = self._run_local(row)
+        with baton.released() if local else nullcontext():  # other runs step meanwhile
+            if len(local) > 1 and self.policy.runtime.parallel_tools:
+                with ThreadPoolExecutor(max_workers=min(8, len(local))) as pool:
+                    for row, res in zip(local, pool.map(self._run_local_in_thread, local), strict=True):
+                        results[row.pk] = res
+            else:
+                for row in local:
+                    results[row.pk] = self._run_local(row)
         # What the local tools did is recorded even if the run stops right after; a refusal
         # of the wait below must only undo admissions of children, never these results.
         # Nested in _handle_tool_calls' transaction when there is no local tool: what goes

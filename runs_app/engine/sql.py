@@ -24,24 +24,17 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Model, QuerySet
 
 from runs_app.models import ACTIVE_STATUSES, Approval, Message, Run, RunEvent, ToolCall
-
-_thread = threading.local()
+from zeroclaw_site import dbconn
 
 
 def conn() -> Any:
-    """This thread's connection wrapper, as `django.db.connection` gives it, looked up once
-    per thread (each `connection.x` goes through asgiref's Local, and the hot path asks often).
-    Worker and request threads are plain threads, where Django keeps one wrapper per thread."""
-    try:
-        return _thread.conn
-    except AttributeError:
-        _thread.conn = connections[DEFAULT_DB_ALIAS]
-        return _thread.conn
+    """This thread's connection wrapper, as `django.db.connection` gives it (`dbconn`)."""
+    return dbconn.default()
 
 
 @cache

@@ -57,17 +57,18 @@ def sequential(k: int) -> Run:
     return finish("boss", "go")
 
 
-def test_a_sequential_child_costs_three_commits(commits: list[str]) -> None:
+def test_a_sequential_child_costs_two_commits(commits: list[str]) -> None:
     sequential(1)  # warm-up: the configuration and the first run's own writes
     commits.clear()
     k = 8
     run = sequential(k)
     assert run.status == "completed", run.error
     assert run.output == "got did sub: part"
-    # Per child: the parent's model turn (with the previous turn's tool messages), its spawn
-    # and wait, and the child's turn that ends it and wakes the parent. Plus a few for the
-    # root's start, claim and last turn. Before the tool messages were staged: 4 per child.
-    assert len(commits) <= 3 * k + 6, len(commits)
+    # Per child: the parent's model turn with its spawn and wait (and the previous turn's tool
+    # messages), and the child's turn that ends it and wakes the parent. Plus a few for the
+    # root's start, claim and last turn. It was 4 per child with the tool messages in a commit
+    # of their own, and 3 with the spawn in a commit apart from its model turn.
+    assert len(commits) <= 2 * k + 6, len(commits)
     # Every tool message is there, in order, one per child.
     roles = [role for role, _ in transcript(run)]
     assert roles == ["user"] + ["assistant", "tool"] * k + ["assistant"]
@@ -160,3 +161,27 @@ def test_the_embedded_worker_reads_no_transcript_it_holds(monkeypatch: pytest.Mo
     monkeypatch.setattr(ready, "enabled", lambda: False)
     sequential(k)
     assert len(reads) >= 2 * k  # each child once, the root at each wake-up
+
+
+def test_calls_handled_in_the_turns_commit_that_raise_leave_the_paid_turn_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runs_app.engine import spawn
+
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("spawn broke")
+
+    monkeypatch.setattr(spawn, "spawn_subagent", broken)  # a bug in the handling of the calls
+    pricing = {"input_per_mtok_cents": 2000, "output_per_mtok_cents": 4000}
+    usage = {"input": 1000, "output": 500}  # 4 cents
+    configure(
+        provider("boss", [{"turns": [{"tool_calls": [SPAWN], "usage": usage}]}], pricing=pricing)
+        + agent("boss", "scripted.boss")
+    )
+    run = finish("boss", "go")
+    assert (run.status, run.error) == ("failed", "internal error: RuntimeError: spawn broke")
+    # The turn was paid for: it is recorded, with its message; its calls were rolled back.
+    assert (run.turns, run.input_tokens, run.output_tokens, run.cost_cents) == (1, 1000, 500, 4.0)
+    assert [role for role, _ in transcript(run)] == ["user", "assistant"]
+    assert not ToolCall.objects.filter(run=run).exists()
+    assert not Run.objects.filter(parent=run).exists()

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 
 from agents_app.snapshot import ProviderSpec
+from runs_app.engine import baton
 
 from .base import (
     ChatMessage,
@@ -133,12 +134,15 @@ class OpenAICompatProvider:
             params["max_tokens"] = max_tokens
 
         try:
-            with openai.OpenAI(
-                api_key=api_key_for(spec),
-                base_url=self.base_url,
-                timeout=float(spec.timeout_secs),
-                max_retries=0,
-            ) as client:
+            with (
+                openai.OpenAI(
+                    api_key=api_key_for(spec),
+                    base_url=self.base_url,
+                    timeout=float(spec.timeout_secs),
+                    max_retries=0,
+                ) as client,
+                baton.released(),
+            ):  # waiting on the network: other runs step
                 response = client.chat.completions.create(**params)
         except (openai.OpenAIError, ValueError) as exc:
             # `from None`: the cause's text may hold the URL or the response body.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agents_app.snapshot import ProviderSpec
+from runs_app.engine import baton
 
 from .base import ChatRequest, InvalidCompletion, ModelProvider, ModelReply, ProviderError, model_label
 from .openai_compat import OpenAICompatProvider
@@ -173,7 +174,8 @@ class ReliableProvider:
                     if not retryable:
                         break
                     if attempt < self.retries:
-                        self._sleep(self.backoff_secs * 2 ** (attempt - 1))
+                        with baton.released():
+                            self._sleep(self.backoff_secs * 2 ** (attempt - 1))
                     continue
                 if events:
                     logger.warning(
