@@ -103,7 +103,7 @@ def tracker_record_action(
                 f"SELECT COUNT(*) FROM (SELECT 1 FROM {actions} WHERE tracker_id = %s AND at > %s LIMIT %s) w",
                 [
                     tracker_id,
-                    dbconn.default().ops.adapt_datetimefield_value(window_start),
+                    dbconn.when(window_start),
                     max_actions_per_hour,
                 ],
             )
@@ -115,7 +115,7 @@ def tracker_record_action(
                 return
             cursor.execute(
                 f"INSERT INTO {actions} (tracker_id, at) VALUES (%s, %s)",
-                [tracker_id, dbconn.default().ops.adapt_datetimefield_value(at)],
+                [tracker_id, dbconn.when(at)],
             )
         if at.second == 0:  # prune the expired window now and then, not on every record
             TrackerAction.objects.filter(tracker_id=tracker_id, at__lte=window_start).delete()

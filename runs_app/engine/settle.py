@@ -226,34 +226,45 @@ def _settle_call(call_id: int, finished: Run | None = None) -> None:
         # Only a parallel delegate gives a call several children (`delegate`, which marks the
         # call `parallel` in the transaction that creates them): any other call has one.
         children = [finished]
-        call.run = Run(id=call.run_id, root_id=finished.root_id or finished.pk)
-        call.run._partial = True  # type: ignore[attr-defined]
+        parent: Any = PartialRun(call.run_id, finished.root_id or finished.pk)
         limit = _result_chars(finished)
     else:
-        call.run = sql.run_get(call.run_id)
+        parent = call.run = sql.run_get(call.run_id)
         children = sql.CHILDREN_OF_CALL.models(call_id)
         if any(c.status not in TERMINAL_STATUSES for c in children):
             return
-        limit = _parent_runtime_chars(call.run)
+        limit = _parent_runtime_chars(parent)
     if call.wait_kind == "parallel":
         order = {name: i for i, name in enumerate(call.result.get("order", []))} if call.result else {}
         children.sort(key=lambda c: order.get(str(c.pk), 0))
         result = parallel_result(children, limit)
     else:
         result = children[0].tool_result or child_result(children[0], limit)
-    complete_call(call, result)
+    complete_call(call, result, run=parent)
 
 
-def complete_call(call: ToolCall, result: dict[str, Any]) -> bool:
-    """Mark a pending tool call done (at most once) and wake its run if nothing else is pending."""
-    with events.tree_tx(call.run.root_id or call.run_id, savepoint=False):
+class PartialRun:
+    """A run known by its ids only: what settling a call needs of the parent it completes
+    (the ids for its events and its wake-up), without building a model instance."""
+
+    __slots__ = ("pk", "root_id", "status")
+
+    def __init__(self, pk: Any, root_id: Any) -> None:
+        self.pk, self.root_id, self.status = pk, root_id, ""
+
+
+def complete_call(call: ToolCall, result: dict[str, Any], run: Any = None) -> bool:
+    """Mark a pending tool call done (at most once) and wake its run if nothing else is pending.
+    `run`: the call's run, if the caller has it (a `PartialRun` will do); else `call.run`."""
+    run = run if run is not None else call.run
+    with events.tree_tx(run.root_id or run.pk, savepoint=False):
         if not sql.execute(
             f"UPDATE {sql.table(ToolCall)} SET status = %s, result = %s WHERE id = %s AND status = %s",
             ["done", sql.json(ToolCall, "result", result), call.pk, "pending"],
         ):
             return False
-        events.emit(call.run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
-        wake_if_ready(call.run)
+        events.emit(run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
+        wake_if_ready(run)
     return True
 
 
@@ -282,7 +293,7 @@ def wake_if_ready(run: Run) -> bool:
         run.status = Run.Status.QUEUED
         events.emit(run, "run.queued", {"resumed": True})
         # A partial run (ids only, from `_settle_call`) is no copy to keep: the hop reads it.
-        kept = None if getattr(run, "_partial", False) else run
+        kept = None if isinstance(run, PartialRun) else run
         if not claim_inline(run.pk, run.root_id or run.pk, kept):
             enqueue(run.pk, run.root_id or run.pk, kept)
         return True

@@ -19,12 +19,11 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Model, QuerySet
 
@@ -56,25 +55,8 @@ def uid(value: Any) -> Any:
 
 
 def when(value: datetime | None) -> Any:
-    """A timestamp as the backend's `adapt_datetimefield_value` gives it, without its settings
-    lookups for the usual case: an aware UTC time (`timezone.now()`)."""
-    mode = _when_mode()
-    if mode == "same":
-        return value
-    if mode == "utc-text" and value is not None and value.tzinfo is UTC:
-        return str(value.replace(tzinfo=None))
-    return conn().ops.adapt_datetimefield_value(value)
-
-
-@cache
-def _when_mode() -> str:
-    """ "same": the driver takes datetimes as they are (PostgreSQL); "utc-text": SQLite with
-    USE_TZ and a UTC connection, which stores `str()` of the naive UTC time; else "django"."""
-    if connection.vendor == "postgresql":
-        return "same"
-    if connection.vendor == "sqlite" and settings.USE_TZ and connection.timezone is UTC:
-        return "utc-text"
-    return "django"
+    """A timestamp as the datetime field stores it (`dbconn.when`)."""
+    return dbconn.when(value)
 
 
 _EVENT_DATA = RunEvent._meta.get_field("data")
@@ -315,6 +297,36 @@ def blocking_counts(run_id: Any) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
+# Field classes whose value, when it already has the Python type named here, is stored as it
+# is: `get_db_prep_save` would return it unchanged (after a few method calls per field, which
+# for a Run's forty-odd fields cost more than its INSERT).
+_PLAIN_TYPES: dict[type[Any], type[Any]] = {
+    models.CharField: str,
+    models.TextField: str,
+    models.IntegerField: int,
+    models.PositiveIntegerField: int,
+    models.PositiveSmallIntegerField: int,
+    models.BigIntegerField: int,
+    models.BooleanField: bool,
+    models.FloatField: float,
+}
+_plans: dict[tuple[Any, str], tuple[str, str, list[tuple[Any, str, Any]]]] = {}
+
+
+def _insert_plan(meta: Any, db: Any) -> tuple[str, str, list[tuple[Any, str, Any]]]:
+    """For a model: the INSERT's head, one row's placeholders, and per column (field, its
+    attribute, the Python type stored as it is, or None for the field's own preparation)."""
+    key = (meta.model, db.alias)
+    plan = _plans.get(key)
+    if plan is None:
+        fields = [f for f in meta.concrete_fields if not getattr(f, "db_returning", False)]
+        columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
+        head = f"INSERT INTO {table(meta.model)} ({columns}) VALUES "
+        marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        plan = _plans[key] = (head, marks, [(f, f.attname, _PLAIN_TYPES.get(type(f))) for f in fields])
+    return plan
+
+
 def insert(objs: list[Any], *, returning: bool = False) -> None:
     """INSERT new rows of one model: what `bulk_create` does, field by field the same
     (`pre_save` stamps auto_now_add), without building the query. A Run's id is a UUID set in
@@ -325,14 +337,18 @@ def insert(objs: list[Any], *, returning: bool = False) -> None:
         return
     db = conn()
     meta = objs[0]._meta
-    fields = [f for f in meta.concrete_fields if not getattr(f, "db_returning", False)]
-    columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
-    marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    head, marks, columns = _insert_plan(meta, db)
     rows = []
     for obj in objs:
-        rows.append([f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields])
+        values = obj.__dict__
+        row = []
+        for f, attname, plain in columns:
+            value = values.get(attname)
+            if plain is None or (type(value) is not plain and value is not None):
+                value = f.get_db_prep_save(f.pre_save(obj, True), db)
+            row.append(value)
+        rows.append(row)
         obj._state.adding, obj._state.db = False, db.alias
-    head = f"INSERT INTO {table(meta.model)} ({columns}) VALUES "
     with cursor() as cur:
         if returning and db.features.can_return_rows_from_bulk_insert:
             pk = db.ops.quote_name(meta.pk.column)
