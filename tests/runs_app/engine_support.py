@@ -79,6 +79,23 @@ def agent(alias: str, model_provider: str, *, risk: str = "team", runtime: str =
     return "\n".join(lines) + "\n"
 
 
+def configure_turn_of_twenty() -> None:
+    """Agent `boss`, whose first turn spawns twenty children (each says "did <prompt>") and
+    whose second says "got them"."""
+    spawn = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
+    configure(
+        provider(
+            "boss",
+            [
+                {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
+                {"turns": [{"tool_calls": [spawn] * 20}, {"say": "got them"}]},
+            ],
+        )
+        + agent("boss", "scripted.boss", runtime="wide")
+        + "[runtime_profiles.wide]\nmax_children_per_run = 20\n"
+    )
+
+
 def start(agent_alias: str, prompt: str, **kwargs: Any) -> Run:
     return run_start(agent=agent_alias, prompt=prompt, **kwargs)
 

@@ -15,6 +15,7 @@ from runs_app.models import Run
 from tests.runs_app.engine_support import (
     agent,
     configure,
+    configure_turn_of_twenty,
     engine,  # noqa: F401 - fixture
     finish,
     provider,
@@ -24,21 +25,9 @@ from tests.runs_app.engine_support import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
 
-SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
-
 
 def test_worker_threads_never_step_runs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    configure(
-        provider(
-            "boss",
-            [
-                {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
-                {"turns": [{"tool_calls": [SPAWN] * 20}, {"say": "got them"}]},
-            ],
-        )
-        + agent("boss", "scripted.boss", runtime="wide")
-        + "[runtime_profiles.wide]\nmax_children_per_run = 20\n"
-    )
+    configure_turn_of_twenty()
     lock = threading.Lock()
     stepping: set[str] = set()
     most = [0]

@@ -16,17 +16,13 @@ from celery.signals import before_task_publish
 from runs_app.engine import ready
 from runs_app.models import Run
 from tests.runs_app.engine_support import (
-    agent,
-    configure,
+    configure_turn_of_twenty,
     engine,  # noqa: F401 - fixture
     finish,
-    provider,
     wait_until,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
-
-SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
 
 
 @pytest.fixture
@@ -49,17 +45,7 @@ def published() -> Iterator[list[tuple[Any, ...]]]:
 
 def turn_of_twenty() -> Run:
     """A root whose one turn spawns twenty children, run to its end."""
-    configure(
-        provider(
-            "boss",
-            [
-                {"match": "^sub:", "turns": [{"say": "did {{prompt}}"}]},
-                {"turns": [{"tool_calls": [SPAWN] * 20}, {"say": "got them"}]},
-            ],
-        )
-        + agent("boss", "scripted.boss", runtime="wide")
-        + "[runtime_profiles.wide]\nmax_children_per_run = 20\n"
-    )
+    configure_turn_of_twenty()
     run = finish("boss", "go")
     assert run.status == "completed", run.error
     return run
