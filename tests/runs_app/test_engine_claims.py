@@ -179,12 +179,17 @@ def test_the_claimers_copy_is_brought_to_the_claim_and_handed_to_the_hop() -> No
     Run.objects.filter(pk=queued.pk).update(status="cancelled")
 
 
-def test_a_kept_copy_of_a_run_cancelled_before_its_hop_is_not_advanced() -> None:
+def claimed_copy(prompt: str) -> Run:
+    """A queued run claimed inline in a transaction that committed; the claimer's copy."""
     setup_tree()
-    done = finish("boss", "sub: warm")
-    queued = queued_run(done, "sub: cancelled")
+    queued = queued_run(finish("boss", "sub: warm"), prompt)
     with inline.slot(), transaction.atomic():
         assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+    return queued
+
+
+def test_a_kept_copy_of_a_run_cancelled_before_its_hop_is_not_advanced() -> None:
+    queued = claimed_copy("sub: cancelled")
     Run.objects.filter(pk=queued.pk).update(status="cancelled", owner="")
     assert claims.take_claimed(queued.pk, queued) is None
     assert str(queued.pk) not in heartbeat.held_ids()
@@ -249,11 +254,7 @@ def test_with_a_shared_broker_a_woken_parent_reads_its_row_again(monkeypatch: py
 
 def test_a_kept_copy_behind_the_stored_turns_is_read_again() -> None:
     # Advanced by another process meanwhile (more model turns): the copy is stale.
-    setup_tree()
-    done = finish("boss", "sub: warm")
-    queued = queued_run(done, "sub: elsewhere")
-    with inline.slot(), transaction.atomic():
-        assert claims.claim_inline(queued.pk, queued.pk, queued) is True
+    queued = claimed_copy("sub: elsewhere")
     Run.objects.filter(pk=queued.pk).update(turns=3)
     taken = claims.take_claimed(queued.pk, queued)
     assert taken is not None and taken is not queued and taken.turns == 3
