@@ -17,7 +17,6 @@ from agents_app.selectors import config_snapshot_get
 from policies_app.policy import ALL_TOOLS, filter_tools
 from runs_app import events
 from runs_app.engine import messages as msg
-from runs_app.engine import store
 from runs_app.engine.children import agent_workspace, create_run, stored_conversation
 from runs_app.engine.frozen import FrozenPolicy, provider_chain
 from runs_app.engine.settle import complete_call, lock_run, run_finish, wake_if_ready
@@ -235,34 +234,14 @@ def run_resume(*, run: Run, user: Any) -> Run:
             agentic=run.agentic,
             created_by=user,
             continued_from=run,
+            history=rows,
+            whole_history=True,
             first_message="Resume the task from where it stopped; earlier steps are above.",
             # The model turns kept count as done: the resumed run goes on from the next one
             # (and the iteration cap keeps counting the whole conversation).
             turns=sum(1 for r in rows if r.role == "assistant"),
         )
-        _copy_transcript(rows, new)
-        store.forget(new.pk)  # its first messages were replaced: the worker reads them
     return new
-
-
-def _copy_transcript(rows: list[Message], new: Run) -> None:
-    first = list(new.messages.order_by("seq"))
-    Message.objects.filter(run=new).delete()
-    copies = [
-        Message(
-            run=new,
-            seq=i,
-            role=r.role,
-            content=r.content,
-            tool_calls=r.tool_calls,
-            tool_call_id=r.tool_call_id,
-        )
-        for i, r in enumerate(rows)
-    ]
-    copies += [
-        Message(run=new, seq=len(copies) + i, role=m.role, content=m.content) for i, m in enumerate(first)
-    ]
-    Message.objects.bulk_create(copies)
 
 
 def schedules_fire_due(now: datetime | None = None) -> list[Run]:

@@ -119,11 +119,15 @@ def create_run(
     idempotency_key: str | None = None,
     via_api: bool = False,
     history: list[Message] | None = None,
+    whole_history: bool = False,
     continued_from: Run | None = None,
     first_message: str | None = None,
     turns: int = 0,
 ) -> Run:
-    """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit."""
+    """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit.
+    `history`: the messages of another run this one starts from, before its first message:
+    their complete turns only (fork, continue: `complete_turns`), or with `whole_history`
+    every one as it is, system prompt included (resume)."""
     run_id = uuid.uuid4()
     policy_json = policy.to_json()
     parent_policy = (parent.policy or {}) if parent is not None else {}
@@ -177,7 +181,7 @@ def create_run(
     rows: list[Message] = []
     if system_prompt:
         rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
-    for old in complete_turns(history or []):
+    for old in (history or []) if whole_history else complete_turns(history or []):
         rows.append(
             Message(
                 run=run,

@@ -553,7 +553,7 @@ class Stepper:
         # Staged, not written: the tool messages are derived from the calls' stored results, so
         # they go in with the run's next write (the next model turn's commit, or the run's end),
         # a commit fewer per turn. A run lost meanwhile gets them derived again from its calls
-        # (`children.settled_turn`, used by run_resume).
+        # (`children.stored_conversation`, used by run_resume).
         for c in sorted(calls, key=lambda c: c.position):
             content = msg.tool_message(c.result)
             store.stage(run.pk, self.transcript, ChatMessage("tool", content, tool_call_id=c.call_id))

@@ -30,10 +30,10 @@ from django.db.models import Model, QuerySet
 from runs_app.models import ACTIVE_STATUSES, Approval, Message, Run, RunEvent, ToolCall
 from zeroclaw_site import dbconn
 
-
-def conn() -> Any:
-    """This thread's connection wrapper, as `django.db.connection` gives it (`dbconn`)."""
-    return dbconn.default()
+# This thread's connection wrapper, as `django.db.connection` gives it, and a timestamp as
+# the datetime field stores it: both without asgiref's lookups (`zeroclaw_site.dbconn`).
+conn = dbconn.default
+when = dbconn.when
 
 
 @cache
@@ -52,11 +52,6 @@ def uid(value: Any) -> Any:
     if not isinstance(value, uuid.UUID):
         value = uuid.UUID(str(value))
     return value if _native_uuid() else value.hex
-
-
-def when(value: datetime | None) -> Any:
-    """A timestamp as the datetime field stores it (`dbconn.when`)."""
-    return dbconn.when(value)
 
 
 _EVENT_DATA = RunEvent._meta.get_field("data")

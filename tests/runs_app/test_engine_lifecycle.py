@@ -10,8 +10,9 @@ import pytest
 from django.utils import timezone
 
 from runs_app.engine import heartbeat
+from runs_app.engine.children import stored_conversation
 from runs_app.engine.settle import run_finish
-from runs_app.models import TERMINAL_STATUSES, Announce, Run, RunEvent, Schedule, ToolCall
+from runs_app.models import TERMINAL_STATUSES, Announce, Message, Run, RunEvent, Schedule, ToolCall
 from runs_app.services import (
     RunServiceError,
     run_cancel,
@@ -312,11 +313,11 @@ def test_continue_a_cancelled_run_leaves_out_its_unfinished_turn() -> None:
 
 
 def test_resume_a_lost_run_from_its_last_completed_step(monkeypatch: Any) -> None:
-    setup({"turns": [
+    configure(provider("boss", [*RULES, {"turns": [
         {"tool_calls": [tool("memory_store", key="k", content="v")]},
         {"sleep_ms": 1200},
         {"say": "resumed with {{tool_results}}"},
-    ]})  # fmt: skip
+    ]}]) + agent("boss", "scripted.boss", system_prompt="You are boss."))  # fmt: skip
     user = make_user()
     run = start("boss", "go", user=user)
     # Step 1 done: its call finished, and the run is in its second model call. The tool message
@@ -337,15 +338,22 @@ def test_resume_a_lost_run_from_its_last_completed_step(monkeypatch: Any) -> Non
     assert resumed.status == "completed", resumed.error
     assert resumed.continued_from_id == lost.pk
     assert resumed.output == "resumed with Stored memory 'k' for agent 'boss'."
-    assert transcript(resumed)[:3] == [
+    # The lost run's transcript is copied as it is, its system prompt and the derived tool
+    # message included, then the resume message.
+    assert transcript(resumed)[:4] == [
+        ("system", "You are boss."),
         ("user", "go"),
         ("assistant", ""),
         ("tool", "Stored memory 'k' for agent 'boss'."),
     ]
-    assert transcript(resumed)[3] == (
+    assert transcript(resumed)[4] == (
         "user",
         "Resume the task from where it stopped; earlier steps are above.",
     )
+    copied = Message.objects.filter(run=resumed).order_by("seq")[:4]
+    assert [(m.seq, m.tool_calls, m.tool_call_id) for m in copied] == [
+        (i, r.tool_calls, r.tool_call_id) for i, r in enumerate(stored_conversation(lost))
+    ]
     # the completed step was not done again
     assert not ToolCall.objects.filter(run=resumed).exists()
     assert Run.objects.get(pk=lost.pk).status == "lost"
