@@ -82,7 +82,22 @@ class Run(models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
 
     # Frozen at admission: what this run may do, whose budget it spends, where it acts.
-    policy = models.JSONField(default=dict, blank=True)
+    # By digest: a snapshot's key is its content, so what a process parsed once stays true.
+    # (Every run the engine admits has one; rows written by hand, as in fixtures, may not.)
+    snapshot = models.ForeignKey(
+        "PolicySnapshot",
+        to_field="digest",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_column="snapshot_digest",
+    )
+    # How many characters of this run's final text its parent accepts (the parent's
+    # max_tool_result_chars), and the runs whose max_output_tokens budget this run spends
+    # (itself and ancestors that have one): tree facts worked out once, at admission.
+    result_chars = models.PositiveIntegerField(default=6000)
+    budget_holders = models.JSONField(default=list, blank=True)
     tools = models.JSONField(default=list, blank=True)
     tracker_key = models.CharField(max_length=128, blank=True, default="")
     workspace = models.CharField(max_length=500, blank=True, default="")
@@ -99,7 +114,7 @@ class Run(models.Model):
     )
     # Started through REST on behalf of the parent: the parent's conversation is not changed.
     via_api = models.BooleanField(default=False)
-    # Held back by [delegate].max_concurrent_runs; retried when a slot frees.
+    # Held back by [delegate].max_concurrent_runs; dispatched again when a running run stops.
     deferred = models.BooleanField(default=False)
     # A steer or an announce waits to be delivered before the next model turn.
     has_inbox = models.BooleanField(default=False)
@@ -281,12 +296,14 @@ class Steer(models.Model):
         return f"steer {self.pk} of {self.run_id}"
 
 
-class ScriptBlob(models.Model):
-    """A scripted provider's script, stored once by content digest. A run's frozen policy refers
-    to it instead of carrying a copy, so a child costs the same however long the script is."""
+class PolicySnapshot(models.Model):
+    """A run's frozen snapshot: its risk and runtime profiles and its provider chain (scripts
+    included) as they were when it was admitted, stored once by content digest. A subagent
+    runs under its parent's snapshot, so a child costs the same however long a script is, and
+    a configuration change never alters a run in flight."""
 
-    digest = models.CharField(max_length=64, primary_key=True)
-    script = models.JSONField()
+    digest = models.CharField(max_length=64, unique=True)
+    data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

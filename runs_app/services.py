@@ -17,10 +17,12 @@ from agents_app.selectors import config_snapshot_get
 from policies_app.policy import ALL_TOOLS, filter_tools
 from runs_app import events
 from runs_app.engine import messages as msg
+from runs_app.engine.cancel import cancel_tree
 from runs_app.engine.children import agent_workspace, create_run, stored_conversation
-from runs_app.engine.frozen import FrozenPolicy, provider_chain
-from runs_app.engine.settle import complete_call, lock_run, run_finish, wake_if_ready
+from runs_app.engine.frozen import FrozenPolicy, policy_of, provider_chain
+from runs_app.engine.settle import complete_call, wake_if_ready
 from runs_app.engine.tools.base import ToolResult
+from runs_app.engine.transitions import lock_run
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, Schedule, Steer
 
 MAX_STEER_CHARS = 4000
@@ -105,16 +107,6 @@ def run_start(
         raise
 
 
-def _descendants(run: Run) -> list[Run]:
-    found: list[Run] = []
-    frontier = [run.pk]
-    while frontier:
-        level = list(Run.objects.filter(parent_id__in=frontier))
-        found.extend(level)
-        frontier = [r.pk for r in level]
-    return found
-
-
 def can_control(user: Any, run: Run) -> bool:
     """Cancel and steer: the run's creator (an operator) or an admin."""
     if has_role(user, "admin"):
@@ -128,23 +120,7 @@ def run_cancel(*, run: Run, user: Any = None, check_owner: bool = True) -> int:
         raise RunServiceError("Only the run's creator or an admin may cancel it.", "forbidden")
     if run.status in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is already {run.status}", "conflict")
-    changed = 0
-    with events.tree_tx(run.root_id or run.pk):
-        if run_finish(run.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_DIRECT):
-            changed += 1
-        for child in _descendants(run):
-            if child.status not in TERMINAL_STATUSES and run_finish(
-                child.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_CASCADE
-            ):
-                changed += 1
-    return changed
-
-
-def cancel_descendants(run: Run) -> None:
-    """A run ended (timeout, loss): its live descendants end with it."""
-    for child in _descendants(run):
-        if child.status not in TERMINAL_STATUSES:
-            run_finish(child.pk, status=Run.Status.CANCELLED, error=msg.CANCELLED_CASCADE)
+    return cancel_tree(run)
 
 
 def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str = "") -> Approval:
@@ -172,9 +148,8 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
             {"approval_id": approval.pk, "status": status, "by": user.get_username(), "reason": reason},
         )
         call = approval.tool_call
-        call.run = run
         if not approve:
-            complete_call(call, ToolResult.fail(msg.denied(reason or "no reason given")).as_dict())
+            complete_call(call, ToolResult.fail(msg.denied(reason or "no reason given")).as_dict(), run=run)
         else:
             # The approved call stays pending until the run executes it; the run resumes now
             # unless something else (another approval, a child) still blocks it.
@@ -210,7 +185,7 @@ def run_resume(*, run: Run, user: Any) -> Run:
     transcript after its last completed step (the lost run itself stays `lost`)."""
     if run.status != Run.Status.LOST:
         raise RunServiceError(f"Only a lost run can be resumed (status: {run.status})", "conflict")
-    policy = FrozenPolicy.from_json(run.policy)
+    policy = policy_of(run)
     rows = stored_conversation(run)  # a last step whose calls all finished is kept
     # Drop a trailing model turn whose tool calls never all finished: the model decides again.
     while rows and rows[-1].role == "assistant" and rows[-1].tool_calls:

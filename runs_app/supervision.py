@@ -10,28 +10,26 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from runs_app.engine import heartbeat
+from runs_app.engine import dispatch, heartbeat, timers
 from runs_app.engine import messages as msg
-from runs_app.engine.settle import complete_call, enqueue, run_finish, wake_if_ready
+from runs_app.engine.cancel import end_with_descendants
+from runs_app.engine.settle import wake_if_ready
 from runs_app.models import Run, ToolCall
 
 log = logging.getLogger(__name__)
 
 
 def _seconds(name: str, default: float) -> timedelta:
-    from django.conf import settings
-
     return timedelta(seconds=float(getattr(settings, name, default)))
 
 
 def reap_once(
     *, now: Any = None, startup: bool = False, stale_after: timedelta | None = None
 ) -> dict[str, int]:
-    from runs_app.services import cancel_descendants
-
     now = now or timezone.now()
     stale_after = stale_after or _seconds("CLAWBOARD_STALE_SECS", 30)
     requeue_after = _seconds("CLAWBOARD_REQUEUE_SECS", 60)
@@ -47,29 +45,29 @@ def reap_once(
     # A run this very worker holds on a live thread is not lost, even if its heartbeat lags;
     # a run owned under another worker id (another process, an earlier boot) has no such excuse.
     for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
-        if run_finish(run.pk, status=Run.Status.LOST, error=msg.RUN_LOST):
+        # Its descendants are cancelled with it: nothing would ever read what they hand back.
+        if end_with_descendants(run, status=Run.Status.LOST, error=msg.RUN_LOST):
             counts["lost"] += 1
-            cancel_descendants(run)  # nothing would ever read what they hand back
 
     for run in Run.objects.filter(
         status__in=[Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.WAITING, Run.Status.AWAITING_APPROVAL],
         deadline__lt=now,
     ):
-        if run_finish(run.pk, status=Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s"):
+        if end_with_descendants(
+            run, status=Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s"
+        ):
             counts["timed_out"] += 1
-            cancel_descendants(run)
 
-    for call in ToolCall.objects.filter(status=ToolCall.Status.PENDING, deadline__lt=now).select_related(
-        "run"
+    for call_id in ToolCall.objects.filter(status=ToolCall.Status.PENDING, deadline__lt=now).values_list(
+        "pk", flat=True
     ):
-        from runs_app.engine.results import await_outcome
-
-        outcome = await_outcome(call.arguments.get("task_ids", []), caller=call.run, final=True)
-        if outcome is not None and complete_call(call, outcome):
+        if timers.expire_call(call_id):
             counts["await_expired"] += 1
 
-    for run in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - requeue_after):
-        enqueue(run.pk, run.root_id or run.pk)
+    for run_id in Run.objects.filter(
+        status=Run.Status.QUEUED, created_at__lt=now - requeue_after
+    ).values_list("pk", flat=True):
+        dispatch.dispatcher().send(dispatch.ADVANCE_TASK, [str(run_id)])
         counts["requeued"] += 1
 
     # A wake-up lost between settling and enqueueing: nothing blocks the run any more.

@@ -23,7 +23,7 @@ from agents_app.web import operator_required, viewer_required
 from policies_app.tracker import tracker_usage
 from runs_app import selectors, tree_html
 from runs_app.api.throttling import dashboard_throttle
-from runs_app.engine.settle import result_view
+from runs_app.engine.outcomes import result_view
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
 from runs_app.services import (
     RunServiceError,

@@ -63,19 +63,10 @@ class EmbeddedWorkerThread:
             log.exception("embedded worker stopped")
 
     def start(self) -> EmbeddedWorkerThread:
-        from runs_app.engine import ready
-
         self.thread.start()
-        # With the in-process broker, runs queued from now on wait in this process's list, with
-        # at most one task message per thread in flight (runs_app/engine/ready.py).
-        if str(app.conf.broker_url or "").startswith("memory"):
-            ready.enable(self.concurrency)
         return self
 
     def stop(self) -> None:
-        from runs_app.engine import ready
-
-        ready.disable()
         try:
             self.worker.stop(in_sighandler=False)
         except Exception:

@@ -63,7 +63,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "agents_app.context_processors.clawboard",
+                "zeroclaw_site.context_processors.clawboard",
             ],
         },
     },
@@ -76,9 +76,9 @@ _SQLITE_OPTIONS = {
 }
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'clawboard.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Django's SQLite backend, whose writers in one process queue on a lock rather than sleep
-    # in SQLite's busy handler (zeroclaw_site/sqlite_backend/base.py).
-    DATABASES["default"]["ENGINE"] = "zeroclaw_site.sqlite_backend"
+    # WAL: readers never wait for the writer. IMMEDIATE: a transaction takes the write lock at
+    # its start, so two writers queue (busy timeout) instead of failing halfway with "database
+    # is locked" when one tries to upgrade a read lock.
     DATABASES["default"].setdefault("OPTIONS", {}).update(_SQLITE_OPTIONS)
     # Keep each thread's connection between tasks and requests: opening one runs the PRAGMAs
     # and registers Django's SQL functions, which cost more than a child's whole step.

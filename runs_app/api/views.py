@@ -270,18 +270,15 @@ def _tool_body(request: Request, default_wait: float) -> tuple[dict[str, Any], f
 
 
 def _result_limit(caller: Run) -> int:
-    from runs_app.engine.frozen import FrozenPolicy
+    from runs_app.engine.frozen import policy_of
 
-    try:
-        return FrozenPolicy.from_json(caller.policy).runtime.effective_max_tool_result_chars
-    except (KeyError, TypeError, ValueError):
-        return 6000
+    return policy_of(caller).runtime.effective_max_tool_result_chars
 
 
 def _admission_response(admission: Any, wait: float, caller: Run) -> Response:
     """The HTTP answer to a spawn/delegate admission: the tool result at once, or after the
     sync child(ren) finished within `wait`, or 202 with the child run(s) still going."""
-    from runs_app.engine.settle import child_result, parallel_result
+    from runs_app.engine.outcomes import child_result, parallel_result
 
     parallel = bool(admission.children)
     children: list[Run] = list(admission.children or ([admission.child] if admission.child else []))
@@ -306,9 +303,7 @@ def _admission_response(admission: Any, wait: float, caller: Run) -> Response:
 
 
 def _results_response(result: ToolResult) -> Response:
-    from runs_app.engine.delegate import _answer
-
-    return _tool_response(result, ADMISSION_STATUS.get(_answer(result).code, 200))
+    return _tool_response(result, ADMISSION_STATUS.get(result.code or "ok", 200))
 
 
 def _await_sessions(args: dict[str, Any], caller: Run | None) -> Response:
@@ -322,12 +317,15 @@ def _await_sessions(args: dict[str, Any], caller: Run | None) -> Response:
 
 
 def _cancel_task(task_id: Any, caller: Run | None, user: Any) -> Response:
-    from runs_app.engine.results import cancel_task
+    from runs_app.engine.outcomes import background_tasks
+    from runs_app.engine.results import cancel_task, parse_task_id
 
-    try:
-        return _results_response(cancel_task(task_id, caller, user=user))
-    except services.RunServiceError as exc:
-        return _tool_response(ToolResult.fail(exc.message), SERVICE_STATUS.get(exc.code, 400))
+    parsed = parse_task_id(task_id, "cancel_task")
+    task = background_tasks(caller).filter(pk=parsed).first() if not isinstance(parsed, ToolResult) else None
+    if task is not None and not task.is_terminal and not services.can_control(user, task):
+        refusal = services.RunServiceError("Only the run's creator or an admin may cancel it.", "forbidden")
+        return _tool_response(ToolResult.fail(refusal.message), SERVICE_STATUS.get(refusal.code, 400))
+    return _results_response(cancel_task(task_id, caller))
 
 
 class SpawnInputSerializer(serializers.Serializer[dict[str, Any]]):

@@ -1,5 +1,6 @@
 """Spending a tracker's budget (SPEC §3.1) from the engine: one action per acting call, and no
-action (nor model call) once the tracker's daily cost budget is spent."""
+action (nor model call) once the tracker's daily cost budget is spent; and the output-token
+budget of a run tree (SPEC §2.3 max_output_tokens)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.db.models import Sum
 from policies_app.specs import RuntimeProfileSpec
 from policies_app.tracker import tracker_record_action
 from runs_app.engine import messages as msg
+from runs_app.engine.frozen import policy_of
 from runs_app.models import Run
 
 
@@ -37,33 +39,13 @@ def subtree_output_tokens(run_id: Any) -> int:
 
 def output_budget_refusal(run: Run) -> str | None:
     """The refusal when this run's or an ancestor's `max_output_tokens` budget is spent: each
-    budget covers the run that holds it and all its descendants (SPEC §2.3)."""
-    holders = (run.policy or {}).get("budget_holders")
-    if holders is not None:
-        for holder_id in holders:
-            holder = (
-                run
-                if str(holder_id) == str(run.pk)
-                else Run.objects.filter(pk=holder_id).only("policy").first()
-            )
-            budget = int(
-                ((holder.policy or {}) if holder else {}).get("runtime", {}).get("max_output_tokens") or 0
-            )
-            if budget:
-                used = subtree_output_tokens(holder_id)
-                if used >= budget:
-                    return msg.output_budget(used, budget)
-        return None
-    node: Run | None = run  # runs created before budget_holders existed
-    while node is not None:
-        budget = int((node.policy or {}).get("runtime", {}).get("max_output_tokens") or 0)
+    budget covers the run that holds it and all its descendants. The holders were listed when
+    the run was admitted (`Run.budget_holders`)."""
+    for holder_id in run.budget_holders:
+        holder = run if str(holder_id) == str(run.pk) else Run.objects.filter(pk=holder_id).first()
+        budget = policy_of(holder).runtime.max_output_tokens if holder is not None else 0
         if budget:
-            used = subtree_output_tokens(node.pk)
+            used = subtree_output_tokens(holder_id)
             if used >= budget:
                 return msg.output_budget(used, budget)
-        node = (
-            Run.objects.filter(pk=node.parent_id).only("pk", "parent_id", "policy").first()
-            if node.parent_id
-            else None
-        )
     return None

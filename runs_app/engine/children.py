@@ -8,17 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from agents_app.snapshot import AgentSpec
-from policies_app.specs import effective_tool_result_chars
+from policies_app.specs import DEFAULT_TOOL_RESULT_CHARS
 from runs_app import events
+from runs_app.engine import dispatch
 from runs_app.engine import messages as msg
-from runs_app.engine import ready, sql, store
-from runs_app.engine.claims import claim_inline
-from runs_app.engine.frozen import FrozenPolicy
-from runs_app.engine.settle import enqueue
+from runs_app.engine.frozen import FrozenPolicy, policy_of, snapshot_for
 from runs_app.models import Message, Run, ToolCall
 
 SESSION_PREFIX = {
@@ -42,17 +39,17 @@ def task_prompt(prompt: str, context: str) -> str:
 
 
 def stored_conversation(run: Run) -> list[Message]:
-    """The run's stored messages, in order. A running run stages the tool messages of a turn
-    whose calls all finished and writes them with its next write (`loop`): if the messages of
-    a run still running, or lost in that state, end with that turn, its tool messages are
-    derived here from the calls' results (rows not saved), so a copy (resume, continue, fork)
-    keeps the step as the run itself would have. (A run that stopped otherwise wrote what it
-    had staged; the calls of its unfinished turn were settled by its ending, not by the run.)"""
+    """The run's stored messages, in order. A run writes the tool messages of a turn when it
+    resumes after the turn's calls finished: if a run about to resume, or lost before it did,
+    ends with a turn whose calls have all finished, those tool messages are derived here from
+    the calls' results (rows not saved), so a copy (resume, continue, fork) keeps the step as
+    the run itself would have. (A run that ended otherwise had its last calls settled by its
+    ending, not by their own results: that turn is not a finished step.)"""
     rows = list(Message.objects.filter(run_id=run.pk).order_by("seq"))
     last = rows[-1] if rows else None
     if last is None or last.role != "assistant" or not last.tool_calls or run.turns < 1:
         return rows
-    if run.status not in (Run.Status.RUNNING, Run.Status.LOST):
+    if run.status not in (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.LOST):
         return rows
     calls = list(ToolCall.objects.filter(run_id=run.pk, turn=run.turns - 1).order_by("position"))
     if [c.call_id for c in calls] != [c.get("id") for c in last.tool_calls] or any(
@@ -98,7 +95,7 @@ def create_run(
     agent: str,
     kind: str,
     prompt: str,
-    policy: FrozenPolicy,
+    policy: FrozenPolicy | None = None,
     tools: list[str] | tuple[str, ...],
     tracker_key: str,
     workspace: str,
@@ -124,23 +121,28 @@ def create_run(
     first_message: str | None = None,
     turns: int = 0,
 ) -> Run:
-    """Insert a queued run with its first messages, emit `run.queued`, enqueue it on commit.
-    `history`: the messages of another run this one starts from, before its first message:
-    their complete turns only (fork, continue: `complete_turns`), or with `whole_history`
-    every one as it is, system prompt included (resume)."""
+    """Insert a queued run with its first messages and emit `run.queued`, in the caller's
+    transaction; it is dispatched on commit. `policy`: the run's frozen policy; without it the
+    run shares its parent's snapshot (a subagent). `history`: the messages of another run this
+    one starts from, before its first message: their complete turns only (fork, continue:
+    `complete_turns`), or with `whole_history` every one as it is, system prompt included
+    (resume)."""
     run_id = uuid.uuid4()
-    policy_json = policy.to_json()
-    parent_policy = (parent.policy or {}) if parent is not None else {}
-    # Precomputed so the hot path reads them from the run itself: the runs whose output-token
-    # budget this run spends against (itself and ancestors with one), and how many characters
-    # of its text its parent accepts.
-    holders = list(parent_policy.get("budget_holders", []))
+    if policy is None:
+        assert parent is not None, "a run without a policy of its own runs under its parent's"
+        snapshot_id, policy = parent.snapshot_id, policy_of(parent)
+    else:
+        snapshot_id = snapshot_for(policy).digest
+    # The runs whose output-token budget this run spends (its own, if it has one, and its
+    # ancestors'), and how many characters of its final text its parent accepts.
+    holders = list(parent.budget_holders) if parent is not None else []
     if policy.runtime.max_output_tokens:
         holders.append(str(run_id))
-    policy_json["budget_holders"] = holders
-    policy_json["result_chars"] = effective_tool_result_chars(parent_policy.get("runtime"))
+    result_chars = (
+        policy_of(parent).runtime.effective_max_tool_result_chars if parent else DEFAULT_TOOL_RESULT_CHARS
+    )
     now = timezone.now()
-    run = Run(
+    run = Run.objects.create(
         id=run_id,
         parent=parent,
         root_id=parent.root_id if parent else run_id,
@@ -156,7 +158,9 @@ def create_run(
         label=label,
         prompt=prompt,
         context=context,
-        policy=policy_json,
+        snapshot_id=snapshot_id,
+        result_chars=result_chars,
+        budget_holders=holders,
         tools=list(tools),
         tracker_key=tracker_key,
         workspace=workspace,
@@ -177,27 +181,7 @@ def create_run(
         continued_from=continued_from,
         turns=turns,
     )
-    sql.insert([run])  # run.save(force_insert=True), without the ORM's query building
-    rows: list[Message] = []
-    if system_prompt:
-        rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
-    for old in (history or []) if whole_history else complete_turns(history or []):
-        rows.append(
-            Message(
-                run=run,
-                seq=len(rows),
-                role=old.role,
-                content=old.content,
-                tool_calls=old.tool_calls,
-                tool_call_id=old.tool_call_id,
-            )
-        )
-    rows.append(
-        Message(run=run, seq=len(rows), role="user", content=first_message or task_prompt(prompt, context))
-    )
-    sql.insert(rows)
-    if ready.enabled():
-        store.seed(run.pk, rows, turns)
+    Message.objects.bulk_create(_first_messages(run, system_prompt, history, whole_history, first_message))
     events.emit(
         run,
         "run.queued",
@@ -210,12 +194,30 @@ def create_run(
             "prompt": prompt[:500],
         },
     )
-    # This worker runs it next when its slot is free: claimed in this same commit, else queued.
-    if not claim_inline(run.pk, run.root_id, run):
-        enqueue(run.pk, run.root_id, run)
+    dispatch.runnable(run.pk)
     if timeout_secs:
-        from runs_app.tasks import expire_run
-
-        rid = str(run.pk)
-        transaction.on_commit(lambda: expire_run.apply_async((rid,), countdown=timeout_secs), robust=True)
+        dispatch.later(dispatch.EXPIRE_RUN_TASK, [str(run.pk)], countdown=timeout_secs)
     return run
+
+
+def _first_messages(
+    run: Run, system_prompt: str, history: list[Message] | None, whole: bool, first: str | None
+) -> list[Message]:
+    rows: list[Message] = []
+    if system_prompt:
+        rows.append(Message(run=run, seq=0, role="system", content=system_prompt))
+    for old in (history or []) if whole else complete_turns(history or []):
+        rows.append(
+            Message(
+                run=run,
+                seq=len(rows),
+                role=old.role,
+                content=old.content,
+                tool_calls=old.tool_calls,
+                tool_call_id=old.tool_call_id,
+            )
+        )
+    rows.append(
+        Message(run=run, seq=len(rows), role="user", content=first or task_prompt(run.prompt, run.context))
+    )
+    return rows

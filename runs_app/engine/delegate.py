@@ -25,13 +25,14 @@ from policies_app.policy import (
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec
 from policies_app.tracker import BudgetExhausted
 from runs_app import events
+from runs_app.engine import dispatch, outcomes, results
 from runs_app.engine import messages as msg
-from runs_app.engine import results
+from runs_app.engine.admission import Admission, answer, flag, refuse
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import agent_workspace, create_run
-from runs_app.engine.frozen import FrozenPolicy, provider_chain
+from runs_app.engine.frozen import FrozenPolicy, policy_of, provider_chain
 from runs_app.engine.providers import ProviderError, build_provider
-from runs_app.engine.spawn import Admission, flag, refuse
+from runs_app.engine.settle import mirror_later
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Run, ToolCall
 
@@ -55,11 +56,11 @@ def delegate_tool(
             "invalid",
         )
     if action == "check_result":
-        return _answer(results.check_result(args.get("task_id"), caller))
+        return answer(results.check_result(args.get("task_id"), caller))
     if action == "list_results":
-        return _answer(results.list_results(caller))
+        return answer(results.list_results(caller))
     if action == "cancel_task":
-        return _answer(results.cancel_task(args.get("task_id"), caller))
+        return answer(results.cancel_task(args.get("task_id"), caller))
     if action == "await_sessions":
         return _await(caller, args, parent_call)
     if args.get("parallel") is not None:
@@ -67,34 +68,19 @@ def delegate_tool(
     return _single(caller, args, parent_call, via_api, user)
 
 
-def _answer(result: ToolResult) -> Admission:
-    code = "ok"
-    if not result.success and result.error:
-        if result.error.startswith(("No result found", "No task found")):
-            code = "not_found"
-        elif result.error.startswith(("Missing", "Invalid", "Duplicate", "'")):
-            code = "invalid"
-    return Admission(result=result, code=code)
-
-
 def _await(caller: Run, args: dict[str, Any], parent_call: ToolCall | None) -> Admission:
     checked = results.validate_await(args)
     if isinstance(checked, ToolResult):
         return Admission(result=checked, code="invalid")
     ids, timeout_ms = checked
-    outcome = results.await_outcome(ids, caller=caller, final=timeout_ms == 0 or parent_call is None)
+    outcome = outcomes.await_outcome(ids, caller=caller, final=timeout_ms == 0 or parent_call is None)
     if outcome is not None:
-        return Admission(result=ToolResult(outcome["success"], outcome["output"], outcome["error"]))
+        return Admission(result=outcome)
     assert parent_call is not None
     deadline = timezone.now() + timedelta(milliseconds=timeout_ms)
     ToolCall.objects.filter(pk=parent_call.pk).update(arguments={**args, "task_ids": ids})
     parent_call.arguments = {**args, "task_ids": ids}
-    from runs_app.tasks import expire_call
-
-    call_id = parent_call.pk
-    transaction.on_commit(
-        lambda: expire_call.apply_async((call_id,), countdown=timeout_ms / 1000), robust=True
-    )
+    dispatch.later(dispatch.EXPIRE_CALL_TASK, [parent_call.pk], countdown=timeout_ms / 1000)
     return Admission(code="pending", wait_kind="await", deadline=deadline)
 
 
@@ -134,7 +120,7 @@ def _gate(
 
 
 def _caller_policy(caller: Run) -> FrozenPolicy:
-    return FrozenPolicy.from_json(caller.policy)
+    return policy_of(caller)
 
 
 def _not_available(caller: Run) -> Admission | None:
@@ -296,10 +282,7 @@ def _single(
             user=user,
         )
         if background:
-            from runs_app.engine.settle import mirror_result_file
-
-            child_id = child.pk
-            transaction.on_commit(lambda: mirror_result_file(child_id), robust=True)
+            mirror_later(child.pk)
     if background:
         text = (
             f"Background task started for agent '{target_alias}'.\n"

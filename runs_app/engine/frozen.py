@@ -1,5 +1,7 @@
-"""A run's frozen authorization: the policy and provider chain decided at admission,
-stored on the run as JSON so a later configuration change never alters a run in flight."""
+"""A run's frozen authorization: the policy and provider chain decided at admission. It is
+stored once per distinct content as a `PolicySnapshot` row that runs point to, so a later
+configuration change never alters a run in flight, and a subagent (which runs under its
+parent's policy) shares its parent's row."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import json
 import types
 import typing
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 from agents_app.snapshot import ConfigSnapshot, ProviderSpec
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
-from runs_app.engine.providers import resolve_chain
+from runs_app.engine.providers import ModelProvider, build_provider, resolve_chain
+from runs_app.models import PolicySnapshot, Run
 
 T = TypeVar("T")
 
@@ -34,15 +38,13 @@ def _is_tuple_type(tp: Any) -> bool:
     return False
 
 
-_TUPLE_FIELDS: dict[type, frozenset[str]] = {}
+@cache
+def _tuple_fields(cls: type) -> frozenset[str]:
+    return frozenset(n for n, tp in typing.get_type_hints(cls).items() if _is_tuple_type(tp))
 
 
 def from_json(cls: type[T], data: dict[str, Any]) -> T:
-    names = _TUPLE_FIELDS.get(cls)
-    if names is None:
-        hints = typing.get_type_hints(cls)
-        names = frozenset(n for n, tp in hints.items() if _is_tuple_type(tp))
-        _TUPLE_FIELDS[cls] = names
+    names = _tuple_fields(cls)  # type: ignore[arg-type]
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values = {
         k: (tuple(v) if k in names and isinstance(v, list) else v) for k, v in data.items() if k in known
@@ -58,136 +60,61 @@ class FrozenPolicy:
     chain: dict[str, ProviderSpec]
 
     def to_json(self) -> dict[str, Any]:
-        """A new top-level dict each time (callers add keys to it); the parts below it are
-        shared between calls and must not be changed. Worked out once per instance: every
-        child a run spawns stores its parent's policy, and the scripts of the chain need a
-        query each (`_spec_json`). A policy read from JSON has that JSON's parts already."""
-        parts: dict[str, Any] | None = self.__dict__.get("_json")
-        if parts is None:
-            parts = {
-                "risk": to_json(self.risk),
-                "runtime": to_json(self.runtime),
-                "provider": self.provider.ref,
-                "chain": {ref: _spec_json(spec) for ref, spec in self.chain.items()},
-            }
-            object.__setattr__(self, "_json", parts)
-        return dict(parts)
+        return {
+            "risk": to_json(self.risk),
+            "runtime": to_json(self.runtime),
+            "provider": self.provider.ref,
+            "chain": {ref: to_json(spec) for ref, spec in self.chain.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrozenPolicy:
-        """The policy stored as `data`. A child queued in this process carries its parent's
-        policy parts as the very same objects (`to_json` shares them), so the policy parsed
-        for the first child serves its siblings: looked up by the parts' identity."""
-        risk, runtime, chain_json, ref = data["risk"], data["runtime"], data["chain"], data["provider"]
-        key = (id(risk), id(runtime), id(chain_json), ref)
-        hit = _parsed.get(key)
-        if hit is not None and hit[0] is risk and hit[1] is runtime and hit[2] is chain_json:
-            return hit[3]
-        chain = {name: _spec_from_json(spec) for name, spec in chain_json.items()}
-        policy = cls(
-            risk=from_json(RiskProfileSpec, risk),
-            runtime=from_json(RuntimeProfileSpec, runtime),
-            provider=chain[ref],
+        chain = {ref: from_json(ProviderSpec, spec) for ref, spec in data["chain"].items()}
+        return cls(
+            risk=from_json(RiskProfileSpec, data["risk"]),
+            runtime=from_json(RuntimeProfileSpec, data["runtime"]),
+            provider=chain[data["provider"]],
             chain=chain,
         )
-        object.__setattr__(
-            policy, "_json", {"risk": risk, "runtime": runtime, "provider": ref, "chain": chain_json}
-        )
-        if len(_parsed) >= 256:
-            _parsed.clear()
-        # The parts are held by the entry, so their ids cannot be reused while it is there.
-        _parsed[key] = (risk, runtime, chain_json, policy)
-        return policy
 
-
-_parsed: dict[tuple[int, int, int, str], tuple[Any, Any, Any, FrozenPolicy]] = {}
+    def with_provider(self, provider: ProviderSpec, chain: dict[str, ProviderSpec]) -> FrozenPolicy:
+        return dataclasses.replace(self, provider=provider, chain=chain)
 
 
 def provider_chain(snapshot: ConfigSnapshot, provider: ProviderSpec) -> dict[str, ProviderSpec]:
     return {spec.ref: spec for spec in resolve_chain(provider, snapshot.providers)}
 
 
-# -- scripts by reference ------------------------------------------------------------------------
-# A scripted provider's script can be long (a benchmark's is thousands of turns). Stored in every
-# run's policy it would make each child cost more as the script grows, so a policy holds the
-# script's digest and the script itself lives once in ScriptBlob (cached per process).
-
-_scripts: dict[str, Any] = {}  # digest -> script
-_digests: dict[int, tuple[Any, str]] = {}  # id(script) -> (script, digest); the script kept alive
-
-
-def script_digest(script: Any) -> str:
-    known = _digests.get(id(script))
-    if known is not None and known[0] is script:
-        return known[1]
-    digest = hashlib.sha256(json.dumps(script, sort_keys=True, default=str).encode()).hexdigest()
-    if len(_digests) > 10_000:
-        _digests.clear()
-    _digests[id(script)] = (script, digest)
-    _scripts.setdefault(digest, script)
-    return digest
+def snapshot_for(policy: FrozenPolicy) -> PolicySnapshot:
+    """The stored snapshot of `policy`, created the first time this content is seen."""
+    data = policy.to_json()
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    row, _ = PolicySnapshot.objects.get_or_create(digest=digest, defaults={"data": data})
+    return row
 
 
-def _spec_json(spec: ProviderSpec) -> dict[str, Any]:
-    data = to_json(spec)
-    script = data.pop("script", None)
-    if script:
-        from runs_app.engine import sql
-        from runs_app.models import ScriptBlob
-
-        digest = script_digest(script)
-        # Every child's policy comes through here: a plain SELECT that never reads the script back.
-        if not sql.fetchone(f"SELECT 1 FROM {sql.table(ScriptBlob)} WHERE digest = %s", [digest]):
-            ScriptBlob.objects.get_or_create(digest=digest, defaults={"script": script})
-        data["script_digest"] = digest
-    return data
+# A snapshot is known by the digest of its content, so a policy parsed once serves every later
+# step of every run that points to the same digest.
+@lru_cache(maxsize=512)
+def _parsed(digest: str) -> FrozenPolicy:
+    return FrozenPolicy.from_json(PolicySnapshot.objects.get(digest=digest).data)
 
 
-def _spec_from_json(data: dict[str, Any]) -> ProviderSpec:
-    digest = data.get("script_digest")
-    if not digest:
-        return from_json(ProviderSpec, data)
-    script = _scripts.get(digest)
-    if script is None:
-        from runs_app.models import ScriptBlob
-
-        script = ScriptBlob.objects.get(pk=digest).script
-        _scripts[digest] = script
-        _digests[id(script)] = (script, digest)
-    return dataclasses.replace(from_json(ProviderSpec, data), script=script)
+def policy_of(run: Run) -> FrozenPolicy:
+    if run.snapshot_id is None:
+        raise ValueError(f"run {run.pk} has no frozen policy")
+    return _parsed(run.snapshot_id)
 
 
-_providers: dict[tuple[Any, ...], Any] = {}
+@lru_cache(maxsize=256)
+def _provider(digest: str) -> ModelProvider:
+    policy = _parsed(digest)
+    return build_provider(policy.provider, policy.chain)
 
 
-def cached_provider(spec: ProviderSpec, chain: dict[str, ProviderSpec]) -> Any:
-    """`build_provider`, once per process for a given chain: building a scripted provider parses
-    its whole script. Providers are stateless between calls, so one instance serves every run."""
-    from runs_app.engine.providers import build_provider
-
-    key = (spec.ref, *(_spec_key(s) for s in [spec, *chain.values()]))
-    provider = _providers.get(key)
-    if provider is None:
-        provider = build_provider(spec, chain)
-        if len(_providers) > 256:
-            _providers.clear()
-        _providers[key] = provider
-    return provider
-
-
-def _spec_key(spec: ProviderSpec) -> str:
-    """What identifies a provider spec in `cached_provider`, worked out once per spec object
-    (each step and each spawn asks, and the specs of one parsed policy are shared)."""
-    known = _spec_keys.get(id(spec))
-    if known is not None and known[0] is spec:
-        return known[1]
-    data = to_json(spec)
-    script = data.pop("script", None)
-    key = json.dumps(data, sort_keys=True, default=str) + (script_digest(script) if script else "")
-    if len(_spec_keys) > 10_000:
-        _spec_keys.clear()
-    _spec_keys[id(spec)] = (spec, key)  # the spec kept alive, so its id is not reused meanwhile
-    return key
-
-
-_spec_keys: dict[int, tuple[ProviderSpec, str]] = {}
+def provider_of(run: Run) -> ModelProvider:
+    """The run's model provider (its fallback chain included), built once per process and
+    snapshot: building a scripted provider parses its whole script, and providers keep no
+    state between calls. Raises ProviderError when it cannot be built."""
+    policy_of(run)
+    return _provider(run.snapshot_id)

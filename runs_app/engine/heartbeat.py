@@ -11,10 +11,14 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import close_old_connections, connection
 from django.utils import timezone
+
+from runs_app.models import Run
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,16 @@ INTERVAL_SECS = float(os.environ.get("CLAWBOARD_HEARTBEAT_SECS", "5"))
 _held: dict[str, threading.Thread] = {}
 _lock = threading.Lock()
 _beater: threading.Thread | None = None
+
+
+@contextmanager
+def holding(run_id: Any) -> Iterator[None]:
+    """Beat for this run while the current thread holds it."""
+    hold(run_id)
+    try:
+        yield
+    finally:
+        release(run_id)
 
 
 def hold(run_id: Any) -> None:
@@ -47,8 +61,6 @@ def held_ids() -> list[str]:
 
 
 def _beat_forever() -> None:
-    from runs_app.models import Run
-
     while True:
         time.sleep(INTERVAL_SECS)
         ids = held_ids()

@@ -11,29 +11,24 @@ import uuid
 from typing import Any
 
 from runs_app import events
-from runs_app.engine.settle import result_view
+from runs_app.engine.cancel import cancel_tree
+from runs_app.engine.outcomes import await_outcome, background_tasks, result_view
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import TERMINAL_STATUSES, Run
 
 MAX_AWAIT_IDS = 128
 MAX_TIMEOUT_MS = 120_000
 DEFAULT_TIMEOUT_MS = 30_000
-FAILED_STATES = frozenset({"failed", "cancelled", "lost", "timed_out"})
 TERMINAL_EVENTS = frozenset(f"run.{s}" for s in TERMINAL_STATUSES)
-
-
-def _tasks(caller: Run | None) -> Any:
-    qs = Run.objects.filter(kind=Run.Kind.DELEGATE, execution=Run.Execution.BACKGROUND)
-    return qs.filter(root_id=caller.root_id) if caller is not None else qs
 
 
 def parse_task_id(raw: Any, action: str) -> uuid.UUID | ToolResult:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return ToolResult.fail(f"Missing 'task_id' parameter for {action}")
+        return ToolResult.fail(f"Missing 'task_id' parameter for {action}", code="invalid")
     try:
         return uuid.UUID(str(raw).strip())
     except ValueError:
-        return ToolResult.fail(f"Invalid task_id '{raw}': must be a valid UUID")
+        return ToolResult.fail(f"Invalid task_id '{raw}': must be a valid UUID", code="invalid")
 
 
 def _view_result(run: Run) -> ToolResult:
@@ -51,14 +46,14 @@ def check_result(raw_task_id: Any, caller: Run | None) -> ToolResult:
     task_id = parse_task_id(raw_task_id, "check_result")
     if isinstance(task_id, ToolResult):
         return task_id
-    run = _tasks(caller).filter(pk=task_id).first()
+    run = background_tasks(caller).filter(pk=task_id).first()
     if run is None:
-        return ToolResult.fail(f"No result found for task_id '{task_id}'")
+        return ToolResult.fail(f"No result found for task_id '{task_id}'", code="not_found")
     return _view_result(run)
 
 
 def list_results(caller: Run | None) -> ToolResult:
-    qs = _tasks(caller)
+    qs = background_tasks(caller)
     if caller is not None:
         qs = qs.filter(parent=caller)
     rows = [
@@ -74,75 +69,51 @@ def list_results(caller: Run | None) -> ToolResult:
     return ToolResult.ok(json.dumps(rows))
 
 
-def cancel_task(raw_task_id: Any, caller: Run | None, user: Any = None) -> ToolResult:
-    from runs_app.services import run_cancel
-
+def cancel_task(raw_task_id: Any, caller: Run | None) -> ToolResult:
+    """cancel_task. REST checks who may cancel before it calls this."""
     task_id = parse_task_id(raw_task_id, "cancel_task")
     if isinstance(task_id, ToolResult):
         return task_id
-    run = _tasks(caller).filter(pk=task_id).first()
+    run = background_tasks(caller).filter(pk=task_id).first()
     if run is None:
-        return ToolResult.fail(f"No task found for task_id '{task_id}'")
+        return ToolResult.fail(f"No task found for task_id '{task_id}'", code="not_found")
     if run.status in TERMINAL_STATUSES:
         return ToolResult.fail(f"Task '{task_id}' is not running (status: {run.status})")
-    run_cancel(run=run, user=user, check_owner=user is not None)
+    cancel_tree(run)
     return ToolResult.ok(f"Task '{task_id}' cancelled: the running task was aborted.")
 
 
 def validate_await(args: dict[str, Any]) -> tuple[list[str], int] | ToolResult:
     raw = args.get("task_ids")
     if raw is None:
-        return ToolResult.fail("Missing 'task_ids' parameter for await_sessions")
+        return ToolResult.fail("Missing 'task_ids' parameter for await_sessions", code="invalid")
     if not isinstance(raw, list):
-        return ToolResult.fail("'task_ids' must be an array of task ids")
+        return ToolResult.fail("'task_ids' must be an array of task ids", code="invalid")
     if not raw:
-        return ToolResult.fail("'task_ids' must contain at least one task id")
+        return ToolResult.fail("'task_ids' must contain at least one task id", code="invalid")
     if len(raw) > MAX_AWAIT_IDS:
-        return ToolResult.fail(f"'task_ids' must contain no more than {MAX_AWAIT_IDS} task ids")
+        return ToolResult.fail(
+            f"'task_ids' must contain no more than {MAX_AWAIT_IDS} task ids", code="invalid"
+        )
     ids: list[str] = []
     for item in raw:
         try:
             value = str(uuid.UUID(str(item).strip()))
         except ValueError:
-            return ToolResult.fail(f"Invalid task_id '{item}': must be a valid UUID")
+            return ToolResult.fail(f"Invalid task_id '{item}': must be a valid UUID", code="invalid")
         if value in ids:
-            return ToolResult.fail(f"Duplicate task_id '{item}' in task_ids")
+            return ToolResult.fail(f"Duplicate task_id '{item}' in task_ids", code="invalid")
         ids.append(value)
     timeout = args.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     if timeout is None:
         timeout = DEFAULT_TIMEOUT_MS
     if not isinstance(timeout, int) or isinstance(timeout, bool):
-        return ToolResult.fail("'timeout_ms' must be an integer")
+        return ToolResult.fail("'timeout_ms' must be an integer", code="invalid")
     if timeout > MAX_TIMEOUT_MS:
-        return ToolResult.fail(f"'timeout_ms' must be no more than {MAX_TIMEOUT_MS}")
+        return ToolResult.fail(f"'timeout_ms' must be no more than {MAX_TIMEOUT_MS}", code="invalid")
     if timeout < 0:
-        return ToolResult.fail("'timeout_ms' must be no less than 0")
+        return ToolResult.fail("'timeout_ms' must be no less than 0", code="invalid")
     return ids, timeout
-
-
-def await_outcome(task_ids: list[str], *, caller: Run | None, final: bool) -> dict[str, Any] | None:
-    """The await_sessions result, or None while tasks are pending and `final` is False."""
-    found = {str(r.pk): r for r in _tasks(caller).filter(pk__in=task_ids)}
-    missing = [t for t in task_ids if t not in found]
-    pending = [t for t in task_ids if t in found and found[t].status not in TERMINAL_STATUSES]
-    if pending and not final:
-        return None
-    failed = [t for t in task_ids if t in found and found[t].status in FAILED_STATES]
-    done = [found[t] for t in task_ids if t in found and found[t].status in TERMINAL_STATUSES]
-    body = {
-        "status": "timeout" if pending else "complete",
-        "completed": sum(1 for r in done if r.status == Run.Status.COMPLETED),
-        "pending": pending,
-        "missing": missing,
-        "failed": failed,
-        "results": [result_view(r) for r in done],
-    }
-    output = json.dumps(body)
-    if pending or missing:
-        return ToolResult.fail("one or more background tasks are still pending or missing", output).as_dict()
-    if failed:
-        return ToolResult.fail("one or more background tasks failed or were cancelled", output).as_dict()
-    return ToolResult.ok(output).as_dict()
 
 
 def await_sessions_blocking(args: dict[str, Any], caller: Run | None = None) -> ToolResult:
@@ -178,4 +149,4 @@ def await_sessions_blocking(args: dict[str, Any], caller: Run | None = None) -> 
         events.remove_listener(listener)
     final = outcome or await_outcome(ids, caller=caller, final=True)
     assert final is not None
-    return ToolResult(final["success"], final["output"], final["error"])
+    return final

@@ -5,8 +5,6 @@ The model's tool call and `POST /runs/{id}/spawn/` both come here."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from agents_app.models import Agent
@@ -14,35 +12,13 @@ from policies_app.policy import readonly_refusal, subagent_registry
 from policies_app.tracker import BudgetExhausted
 from runs_app import events
 from runs_app.engine import messages as msg
-from runs_app.engine import sql
+from runs_app.engine.admission import Admission, flag, refuse
 from runs_app.engine.budget import spend_action
 from runs_app.engine.children import create_run, stored_conversation
-from runs_app.engine.frozen import FrozenPolicy, cached_provider
+from runs_app.engine.frozen import FrozenPolicy, policy_of, provider_of
 from runs_app.engine.providers import ProviderError
 from runs_app.engine.tools.base import ToolResult
-from runs_app.models import Run, ToolCall
-from zeroclaw_site.txmemo import once_per_transaction
-
-
-@dataclass
-class Admission:
-    """Either a result now (a refusal, or a background acceptance), or a child to wait on."""
-
-    result: ToolResult | None = None
-    child: Run | None = None
-    code: str = "ok"  # ok | pending | accepted | invalid | policy | budget | not_found | error
-    children: list[Run] | None = None
-    wait_kind: str = ""  # for waits on something other than children (await_sessions)
-    deadline: datetime | None = None
-
-
-def refuse(error: str, code: str) -> Admission:
-    return Admission(result=ToolResult.fail(error), code=code)
-
-
-def flag(args: dict[str, Any], name: str) -> bool:
-    value = args.get(name, False)
-    return value is True or (isinstance(value, str) and value.lower() == "true")
+from runs_app.models import ACTIVE_STATUSES, Run, ToolCall
 
 
 def spawn_subagent(
@@ -52,11 +28,8 @@ def spawn_subagent(
     parent_call: ToolCall | None,
     via_api: bool = False,
     user: Any = None,
-    policy: FrozenPolicy | None = None,
 ) -> Admission:
-    """`policy`: the parent's frozen policy if the caller holds it parsed (its Stepper)."""
-    if policy is None:
-        policy = FrozenPolicy.from_json(parent.policy)
+    policy = policy_of(parent)
     runtime, risk = policy.runtime, policy.risk
     prompt = args.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -71,7 +44,9 @@ def spawn_subagent(
     excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
     if not listed or excluded or "spawn_subagent" not in parent.tools:
         return refuse(msg.spawn_not_allowed(parent.agent), "policy")
-    active = sql.active_children(parent.pk, Run.Kind.SUBAGENT)
+    active = Run.objects.filter(
+        parent_id=parent.pk, status__in=ACTIVE_STATUSES, kind=Run.Kind.SUBAGENT
+    ).count()
     if active >= runtime.max_children_per_run:
         return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
     task_name = args.get("task_name") or ""
@@ -89,7 +64,7 @@ def spawn_subagent(
     # Check 7 is worked out first (it only reads) but reported after the budget's: a call it
     # refuses records no action, so nothing is ever undone here and no savepoint is needed.
     build_error = _build_error(parent, policy)
-    with events.tree_tx(parent.root_id or parent.pk, savepoint=False):  # see events.lock_tree
+    with events.tree_tx(parent.root_id or parent.pk):  # the tree's lock first: see events.lock_tree
         try:
             spend_action(key=parent.tracker_key, runtime=runtime, record=build_error is None)
         except BudgetExhausted as exc:
@@ -101,7 +76,6 @@ def spawn_subagent(
             agent=parent.agent,
             kind=Run.Kind.SUBAGENT,
             prompt=prompt,
-            policy=policy,
             tools=subagent_registry(parent.tools, risk),
             tracker_key=parent.tracker_key,
             workspace=parent.workspace,
@@ -126,16 +100,10 @@ def spawn_subagent(
 
 
 def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
-    agent_exists = once_per_transaction(
-        ("agent exists", parent.agent),
-        lambda: (
-            sql.fetchone(f"SELECT 1 FROM {sql.table(Agent)} WHERE alias = %s", [parent.agent]) is not None
-        ),
-    )
-    if not agent_exists:
+    if not Agent.objects.filter(alias=parent.agent).exists():
         return refuse(f'subagent spawn failed: no agent configured under alias "{parent.agent}"', "not_found")
     try:
-        cached_provider(policy.provider, policy.chain)
+        provider_of(parent)
     except ProviderError as exc:
         return refuse(f"subagent spawn failed: {exc}", "error")
     return None

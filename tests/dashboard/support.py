@@ -16,6 +16,7 @@ from agents_app.models import ConfigRevision
 from agents_app.selectors import config_snapshot_get
 from agents_app.services import config_replace
 from agents_app.users import user_create_or_update
+from runs_app.engine.frozen import snapshot_for
 from runs_app.models import Approval, Message, Run, RunEvent, Steer, ToolCall
 from runs_app.services import agent_policy
 
@@ -160,8 +161,8 @@ def make_run(agent: str = "alpha", status: str = Run.Status.COMPLETED, **fields:
         "output_tokens": 5,
         "cost_cents": 0.25,
     }
-    if "policy" not in fields:
-        defaults["policy"] = agent_policy(agent)[1].to_json()
+    if "snapshot" not in fields:
+        defaults["snapshot"] = snapshot_for(agent_policy(agent)[1])
     defaults.update(fields)
     return Run.objects.create(**defaults)
 

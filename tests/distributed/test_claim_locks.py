@@ -1,16 +1,10 @@
 """The claim lock never closes a deadlock on PostgreSQL (runs_app/engine/claims.py).
 
-Claims count the running runs under one global, transaction-scoped advisory lock. A
-transaction that claimed inline goes on to take other locks, so nobody may wait for the claim
-lock while holding one: CI once saw three workers deadlock over it, the budget tracker's row
-and a settle. The two halves, each against the real PostgreSQL of the cluster, with Django
-code run by `manage.py shell` and this test's own connection standing in for the other
-transaction:
-
-- inside a step's transaction, `claim_inline` does not wait for a busy claim lock: it leaves
-  the run to a worker (and claims it when the lock is free);
-- a worker's `claim` waits for the claim lock before it takes its tree's lock, so a holder of
-  the claim lock that then needs that tree's lock gets it.
+Claims count the running runs under one global, transaction-scoped advisory lock. A worker's
+`claim` takes it as the first statement of its own transaction, before its tree's lock, so a
+holder of the claim lock that then needs that tree's lock gets it. Against the real
+PostgreSQL of the cluster, with Django code run by `manage.py shell` and this test's own
+connection standing in for the other transaction.
 """
 
 from __future__ import annotations
@@ -28,33 +22,6 @@ KEYS = """
 from runs_app import events
 from runs_app.engine import claims
 print(f"keys {claims.CLAIM_LOCK_KEY} {events.EVENT_LOCK_SPACE}")
-"""
-
-# A run of its own, queued, in a tree of its own, rolled back at the end. A lock wait longer
-# than lock_timeout fails the script instead of hanging the test.
-INLINE = """
-from django.db import connection, transaction
-from runs_app import events
-from runs_app.engine import claims, heartbeat, inline
-from runs_app.models import Run
-
-RID = "{rid}"
-with connection.cursor() as cur:
-    cur.execute("SET lock_timeout = '20s'")
-
-class Rollback(Exception):
-    pass
-
-try:
-    with inline.slot(), transaction.atomic():
-        events.lock_tree(RID)
-        Run.objects.create(id=RID, agent="nobody", prompt="p", status="queued")
-        Run.objects.filter(pk=RID).update(root_id=RID)
-        print(f"claimed inline: {{claims.claim_inline(RID, RID)}}")
-        raise Rollback
-except Rollback:
-    pass
-heartbeat.release(RID)
 """
 
 # created_at an hour ahead keeps the reaper from re-sending the queued run to a worker meanwhile.
@@ -93,17 +60,6 @@ def holder(c: Cluster) -> psycopg.Connection[Any]:
     return conn
 
 
-def test_claim_inline_does_not_wait_for_a_busy_claim_lock(cluster: Cluster) -> None:
-    c = cluster
-    claim_key, _ = lock_keys(c)
-    with holder(c) as other:
-        other.execute("SELECT pg_advisory_xact_lock(%s)", [claim_key])
-        busy = shell(c, INLINE.format(rid=uuid.uuid4()))
-        other.rollback()
-    free = shell(c, INLINE.format(rid=uuid.uuid4()))
-    assert (busy, free) == ("claimed inline: False", "claimed inline: True")
-
-
 def test_a_worker_claim_waits_for_the_claim_lock_before_its_tree_lock(cluster: Cluster) -> None:
     c = cluster
     claim_key, tree_space = lock_keys(c)
@@ -117,7 +73,7 @@ def test_a_worker_claim_waits_for_the_claim_lock_before_its_tree_lock(cluster: C
             outcome.append(exc)
 
     with holder(c) as other:
-        # The other transaction claimed inline (it holds the claim lock) and goes on.
+        # The other transaction holds the claim lock and goes on.
         other.execute("SELECT pg_advisory_xact_lock(%s)", [claim_key])
         thread = threading.Thread(target=worker_claim)
         thread.start()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runs_app.engine.settle import result_view
+from runs_app.engine.outcomes import result_view
 from runs_app.models import Run, ToolCall
 from tests.runs_app.engine_support import (
     agent,

@@ -13,7 +13,6 @@ from typing import Any
 import anthropic
 
 from agents_app.snapshot import ProviderSpec
-from runs_app.engine import baton
 
 from .base import (
     ChatMessage,
@@ -111,12 +110,9 @@ class AnthropicProvider:
 
         api_key = (os.environ.get(spec.api_key_env, "") if spec.api_key_env else "") or "none"
         try:
-            with (
-                anthropic.Anthropic(
-                    api_key=api_key, base_url=self.base_url, timeout=float(spec.timeout_secs), max_retries=0
-                ) as client,
-                baton.released(),
-            ):  # waiting on the network: other runs step
+            with anthropic.Anthropic(
+                api_key=api_key, base_url=self.base_url, timeout=float(spec.timeout_secs), max_retries=0
+            ) as client:
                 response = client.messages.create(**params)
         except (anthropic.AnthropicError, ValueError) as exc:
             # `from None`: the cause's text may hold the URL or the response body.

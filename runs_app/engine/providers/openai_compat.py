@@ -15,7 +15,6 @@ from urllib.parse import urlsplit, urlunsplit
 import openai
 
 from agents_app.snapshot import ProviderSpec
-from runs_app.engine import baton
 
 from .base import (
     ChatMessage,
@@ -141,8 +140,7 @@ class OpenAICompatProvider:
                     timeout=float(spec.timeout_secs),
                     max_retries=0,
                 ) as client,
-                baton.released(),
-            ):  # waiting on the network: other runs step
+            ):
                 response = client.chat.completions.create(**params)
         except (openai.OpenAIError, ValueError) as exc:
             # `from None`: the cause's text may hold the URL or the response body.

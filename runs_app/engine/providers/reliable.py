@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agents_app.snapshot import ProviderSpec
-from runs_app.engine import baton
 
+from .anthropic_messages import AnthropicProvider
 from .base import ChatRequest, InvalidCompletion, ModelProvider, ModelReply, ProviderError, model_label
 from .openai_compat import OpenAICompatProvider
 from .scripted import ScriptedProvider
@@ -90,12 +90,6 @@ def build_single(spec: ProviderSpec) -> ModelProvider:
     if spec.type == "scripted":
         return ScriptedProvider(spec)
     if spec.type == "anthropic":
-        try:
-            from .anthropic_messages import AnthropicProvider
-        except ImportError:
-            raise ProviderError(
-                "anthropic provider requires the anthropic package", retryable=False
-            ) from None
         return AnthropicProvider(spec)
     return OpenAICompatProvider(spec)
 
@@ -174,8 +168,7 @@ class ReliableProvider:
                     if not retryable:
                         break
                     if attempt < self.retries:
-                        with baton.released():
-                            self._sleep(self.backoff_secs * 2 ** (attempt - 1))
+                        self._sleep(self.backoff_secs * 2 ** (attempt - 1))
                     continue
                 if events:
                     logger.warning(

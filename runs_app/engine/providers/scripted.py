@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents_app.snapshot import ProviderSpec
-from runs_app.engine import baton
 
 from .base import (
     ChatMessage,
@@ -228,8 +227,7 @@ class ScriptedProvider:
         n = request.turn_index
         step = rule.steps[n] if 0 <= n < len(rule.steps) else _Step(0, None)
         if step.sleep_ms:
-            with baton.released():  # a slow model: other runs step meanwhile
-                self._sleep(step.sleep_ms / 1000)
+            self._sleep(step.sleep_ms / 1000)
         turn = step.turn or rule.last_say
         if turn is None:
             raise ProviderError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 
@@ -13,6 +14,9 @@ class ToolResult:
     success: bool
     output: str = ""
     error: str | None = None
+    # What kind of refusal a failure is, for REST's status code: "invalid" (bad input),
+    # "not_found", "policy", "budget", "error"; "" for a success or a plain tool failure.
+    code: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {"success": self.success, "output": self.output, "error": self.error}
@@ -22,8 +26,15 @@ class ToolResult:
         return cls(True, output, None)
 
     @classmethod
-    def fail(cls, error: str, output: str = "") -> ToolResult:
-        return cls(False, output, error)
+    def fail(cls, error: str, output: str = "", code: str = "") -> ToolResult:
+        return cls(False, output, error, code)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> ToolResult:
+        error = data.get("error")
+        return cls(
+            bool(data.get("success")), str(data.get("output") or ""), None if error is None else str(error)
+        )
 
 
 @dataclass(frozen=True)
@@ -34,3 +45,6 @@ class LocalToolContext:
     runtime: RuntimeProfileSpec
     workspace: Path
     env: dict[str, str] = field(default_factory=dict)  # the process environment to pass through from
+    # The run the tool acts for, and whose memory it reads and writes (a delegate's target's).
+    run_id: Any = None
+    memory_agent: str = ""

@@ -1,12 +1,23 @@
-"""One registry of every tool: the JSON schemas offered to a model, and which are local."""
+"""One registry of every tool: the JSON schemas offered to a model, which tools are local,
+and how a local tool call is run (`run_local`)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from policies_app.policy import ALL_TOOLS
+from agents_app.models import Agent
+from policies_app.policy import ACTING_TOOLS, ALL_TOOLS, readonly_refusal
+from policies_app.tracker import BudgetExhausted
+from runs_app.engine.budget import spend_action
 from runs_app.engine.providers import ToolSpec
-from runs_app.engine.tools import files, shell
+from runs_app.engine.tools import files, memory, shell
+from runs_app.engine.tools.base import LocalToolContext, ToolResult
+from runs_app.engine.tools.model_switch import model_switch
+
+log = logging.getLogger(__name__)
 
 _OBJ = "object"
 
@@ -90,9 +101,29 @@ ORCHESTRATION_SPECS: dict[str, dict[str, Any]] = {
 ALL_SPECS: dict[str, dict[str, Any]] = {**files.TOOL_SPECS, **shell.TOOL_SPECS, **ORCHESTRATION_SPECS}
 assert set(ALL_SPECS) == set(ALL_TOOLS), set(ALL_SPECS) ^ set(ALL_TOOLS)
 
-LOCAL_TOOLS: frozenset[str] = frozenset(
-    {"file_read", "file_write", "file_list", "shell", "memory_store", "memory_recall", "model_switch"}
-)
+
+def _memory_store(ctx: LocalToolContext, args: dict[str, Any]) -> ToolResult:
+    return memory.memory_store(agent=ctx.memory_agent, run_id=ctx.run_id, args=args)
+
+
+def _memory_recall(ctx: LocalToolContext, args: dict[str, Any]) -> ToolResult:
+    agent = Agent.objects.filter(alias=ctx.memory_agent).first()
+    readable = list(agent.read_memory_from) if agent else []
+    return memory.memory_recall(agent=ctx.memory_agent, readable=readable, args=args)
+
+
+# The tools a run executes itself, in its worker, outside any database transaction. The others
+# (spawn_subagent, delegate, sessions_yield) start or wait on runs: the engine admits them.
+LOCAL: dict[str, Callable[[LocalToolContext, dict[str, Any]], ToolResult]] = {
+    "file_read": files.file_read,
+    "file_write": files.file_write,
+    "file_list": files.file_list,
+    "shell": shell.shell,
+    "memory_store": _memory_store,
+    "memory_recall": _memory_recall,
+    "model_switch": model_switch,
+}
+LOCAL_TOOLS: frozenset[str] = frozenset(LOCAL)
 # Tools that the duplicate-call guard never skips (SPEC §5).
 DEDUP_EXEMPT: frozenset[str] = frozenset({"spawn_subagent", "delegate"})
 
@@ -101,3 +132,23 @@ _SPEC_OBJECTS: dict[str, ToolSpec] = {name: ToolSpec(**spec) for name, spec in A
 
 def tool_specs(names: list[str] | tuple[str, ...]) -> list[ToolSpec]:
     return [_SPEC_OBJECTS[n] for n in names if n in _SPEC_OBJECTS]
+
+
+def run_local(name: str, ctx: LocalToolContext, args: Any, *, tracker_key: str) -> ToolResult:
+    """Run one local tool call: the read-only refusal and one action of the tracker's budget
+    for a tool that acts, then the tool. A tool that raises fails its call, not the run."""
+    args = args if isinstance(args, dict) else {}
+    if name in ACTING_TOOLS:
+        if ctx.risk.level == "readonly":
+            return ToolResult.fail(readonly_refusal(name))
+        try:
+            spend_action(key=tracker_key, runtime=ctx.runtime)
+        except BudgetExhausted as exc:
+            return ToolResult.fail(exc.message)
+    if name in ("file_read", "file_write", "file_list", "shell"):
+        Path(ctx.workspace).mkdir(parents=True, exist_ok=True)
+    try:
+        return LOCAL[name](ctx, args)
+    except Exception as exc:
+        log.exception("tool %s failed", name)
+        return ToolResult.fail(f"Tool '{name}' failed: {exc.__class__.__name__}")

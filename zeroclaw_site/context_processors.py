@@ -1,3 +1,5 @@
+"""Template context of every dashboard page (the site's, since it reads more than one app)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -5,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from agents_app.roles import has_role, user_role
+from runs_app.models import Approval
 
 
 def clawboard(request: HttpRequest) -> dict[str, Any]:
@@ -12,8 +15,6 @@ def clawboard(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    from runs_app.models import Approval
-
     return {
         "role": user_role(user),
         "can_operate": has_role(user, "operator"),

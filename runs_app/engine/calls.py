@@ -1,0 +1,235 @@
+"""A model turn's tool calls: recorded as ToolCall rows, executed (local tools in the worker,
+outside any transaction; spawn_subagent and delegate admitted as child runs), folded back
+into the conversation as tool messages once all are done. While any is pending the run waits
+(`waiting`, or `awaiting_approval`) and holds no worker: what completes the last one queues
+the run again (`settle.complete_call`)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+from runs_app import events
+from runs_app.engine import heartbeat, settle, transitions
+from runs_app.engine import messages as msg
+from runs_app.engine.admission import Admission
+from runs_app.engine.decide import Planned
+from runs_app.engine.delegate import delegate_tool
+from runs_app.engine.frozen import FrozenPolicy
+from runs_app.engine.providers import ChatMessage
+from runs_app.engine.spawn import spawn_subagent
+from runs_app.engine.tools.base import LocalToolContext, ToolResult
+from runs_app.engine.tools.registry import LOCAL_TOOLS, run_local
+from runs_app.engine.transcript import Transcript, append
+from runs_app.models import Announce, Approval, Run, Steer, ToolCall
+
+
+class Stopped(Exception):
+    """The run left `running` under us (cancelled, timed out, lost): stop quietly."""
+
+
+@dataclass
+class Step:
+    """A run as its worker holds it for one model turn."""
+
+    run: Run
+    policy: FrozenPolicy
+    transcript: Transcript
+
+    @property
+    def root_id(self) -> Any:
+        return self.run.root_id or self.run.pk
+
+
+def still_mine(run: Run) -> bool:
+    """Inside a transaction that holds the tree's lock: is the run still running, and ours?
+    Every status change of a run takes that lock first, so the answer holds to the commit."""
+    return Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).exists()
+
+
+def record_calls(step: Step, planned: tuple[Planned, ...]) -> list[ToolCall]:
+    """Inside the turn's transaction: a ToolCall row per call, refusals completed at once,
+    approvals asked. The calls to execute now are returned (local, spawn/delegate, yield)."""
+    run = step.run
+    rows = ToolCall.objects.bulk_create(
+        [
+            ToolCall(
+                run=run, turn=run.turns - 1, position=p.position, call_id=p.call.id, name=p.call.name,
+                arguments=p.call.arguments, wait_kind=_wait_kind(p),
+            )
+            for p in planned
+        ]
+    )  # fmt: skip
+    if any(r.pk is None for r in rows):  # a backend whose bulk insert returns no ids
+        rows = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).order_by("position"))
+    ready: list[ToolCall] = []
+    for p, row in zip(planned, rows, strict=True):
+        events.emit(run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments})
+        if p.kind == "refused":
+            settle.complete_call(row, ToolResult.fail(p.refusal).as_dict(), run=run)
+        elif p.kind == "approval":
+            approval = Approval.objects.create(tool_call=row, run=run)
+            events.emit(
+                run,
+                "approval.requested",
+                {
+                    "approval_id": approval.pk,
+                    "call_id": row.call_id,
+                    "name": row.name,
+                    "arguments": row.arguments,
+                },
+            )
+        else:
+            ready.append(row)
+    return ready
+
+
+def _wait_kind(p: Planned) -> str:
+    if p.kind == "approval":
+        return "approval"
+    if p.kind in ("spawn_subagent", "delegate"):
+        return "children"  # the usual wait; admission changes it if need be
+    return ""
+
+
+def execute(step: Step, rows: list[ToolCall]) -> bool:
+    """Run the local tools among `rows` (outside any transaction), record their results, then
+    admit the other calls and decide whether the run waits. True when it goes on to its next
+    model turn."""
+    local = [r for r in rows if r.name in LOCAL_TOOLS]
+    if local:
+        if not Run.objects.filter(pk=step.run.pk, status=Run.Status.RUNNING).exists():
+            raise Stopped  # cancelled (or timed out) meanwhile: act no further
+        results = run_local_calls(step, local)
+        # Recorded even if the run stops right after: what the tools did is a fact.
+        with events.tree_tx(step.root_id):
+            for row in local:
+                settle.complete_call(row, results[row.pk].as_dict(), run=step.run)
+    with events.tree_tx(step.root_id):
+        if not still_mine(step.run):
+            raise Stopped
+        return admit_and_wait(step, [r for r in rows if r.name not in LOCAL_TOOLS])
+
+
+def admit_and_wait(step: Step, rows: list[ToolCall]) -> bool:
+    """Inside a transaction where the run is still ours: admit spawn/delegate/yield calls,
+    then wait if anything is pending. True when nothing blocks the run."""
+    for row in rows:
+        _admit(step, row)
+    transitions.lock_run(step.run.pk)
+    pending, asks = transitions.blocking(step.run.pk)
+    if not pending:
+        return True
+    status = Run.Status.AWAITING_APPROVAL if asks else Run.Status.WAITING
+    transitions.move(
+        step.run, [Run.Status.RUNNING], status, event="run.waiting", data={"status": status, "pending": pending},
+        if_owner=heartbeat.WORKER_ID, owner="",
+    )  # fmt: skip
+    settle.dispatch_deferred()
+    return False
+
+
+def _admit(step: Step, row: ToolCall) -> None:
+    run = step.run
+    adm: Admission
+    if row.name == "sessions_yield":
+        ToolCall.objects.filter(pk=row.pk).update(wait_kind="yield")
+        settle.wake_waiters(run)
+        return
+    if row.name == "spawn_subagent":
+        adm = spawn_subagent(parent=run, args=row.arguments, parent_call=row)
+    else:
+        adm = delegate_tool(caller=run, args=row.arguments, parent_call=row)
+    if adm.result is not None:
+        settle.complete_call(row, adm.result.as_dict(), run=run)
+    elif adm.wait_kind:
+        ToolCall.objects.filter(pk=row.pk).update(wait_kind=adm.wait_kind, deadline=adm.deadline)
+
+
+def run_local_calls(step: Step, rows: list[ToolCall]) -> dict[int, ToolResult]:
+    """Outside any transaction. Results are cut to the run's own max_tool_result_chars: a
+    delegate works under its target's limits (ZeroClaw's agentic delegate does the same)."""
+    run, policy = step.run, step.policy
+    ctx = LocalToolContext(
+        risk=policy.risk, runtime=policy.runtime, workspace=Path(run.workspace), env=dict(os.environ),
+        run_id=run.pk, memory_agent=run.memory_agent,
+    )  # fmt: skip
+    limit = policy.runtime.effective_max_tool_result_chars
+
+    def one(row: ToolCall) -> ToolResult:
+        result = run_local(row.name, ctx, row.arguments, tracker_key=run.tracker_key)
+        return ToolResult(result.success, msg.truncate(result.output, limit), result.error)
+
+    def in_thread(row: ToolCall) -> ToolResult:
+        try:
+            return one(row)
+        finally:
+            connection.close()  # this thread's own connection, opened for this call
+
+    if len(rows) > 1 and policy.runtime.parallel_tools:
+        with ThreadPoolExecutor(max_workers=min(8, len(rows))) as pool:
+            return {row.pk: res for row, res in zip(rows, pool.map(in_thread, rows), strict=True)}
+    return {row.pk: one(row) for row in rows}
+
+
+def resume(step: Step) -> bool:
+    """Before a model turn: run the last turn's approved calls, wait while any call is still
+    pending, else write their results and the run's inbox (steers, announces) into the
+    conversation. True when the run can take its next model turn."""
+    run = step.run
+    calls: list[ToolCall] = []
+    if _last_turn_called_tools(step.transcript):
+        while True:
+            calls = list(
+                ToolCall.objects.filter(run=run, turn=run.turns - 1)
+                .select_related("approval")
+                .order_by("position")
+            )
+            approved = [c for c in calls if _approved(c)]
+            if approved:
+                ToolCall.objects.filter(pk__in=[c.pk for c in approved]).update(wait_kind="")
+                if not execute(step, approved):
+                    return False
+                continue
+            if any(c.status == ToolCall.Status.PENDING for c in calls):
+                with events.tree_tx(step.root_id):
+                    if not still_mine(run):
+                        raise Stopped
+                    if not admit_and_wait(step, []):
+                        return False
+                continue  # settled or approved while we looked: look again
+            break
+    tool_messages = [ChatMessage("tool", msg.tool_message(c.result), tool_call_id=c.call_id) for c in calls]
+    if not tool_messages and not run.has_inbox:
+        return True
+    with events.tree_tx(step.root_id):
+        append(run.pk, step.transcript, tool_messages + _inbox(run))
+    return True
+
+
+def _approved(call: ToolCall) -> bool:
+    if call.status != ToolCall.Status.PENDING or call.wait_kind != "approval":
+        return False
+    approval = getattr(call, "approval", None)
+    return approval is not None and approval.status == Approval.Status.APPROVED
+
+
+def _last_turn_called_tools(transcript: Transcript) -> bool:
+    last = next((m for m in reversed(transcript.messages) if m.role != "user"), None)
+    return last is not None and last.role == "assistant" and bool(last.tool_calls)
+
+
+def _inbox(run: Run) -> list[ChatMessage]:
+    """Inside a transaction: the run's undelivered announces, then steers, marked delivered."""
+    if not Run.objects.filter(pk=run.pk, has_inbox=True).update(has_inbox=False):
+        return []
+    announces = list(Announce.objects.filter(parent=run, delivered=False).order_by("created_at", "pk"))
+    steers = list(Steer.objects.filter(run=run, delivered=False))
+    Announce.objects.filter(pk__in=[a.pk for a in announces]).update(delivered=True)
+    Steer.objects.filter(pk__in=[s.pk for s in steers]).update(delivered=True)
+    return [ChatMessage("user", a.text) for a in announces] + [ChatMessage("user", s.text) for s in steers]

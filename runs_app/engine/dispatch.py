@@ -1,0 +1,60 @@
+"""How a run that became runnable reaches a worker: the one way every hop goes (a run queued,
+a child settled, an approval decided, a steer, a wake-up after a deadline).
+
+`runnable(run_id)` asks, once the current transaction commits, for a task `runs.advance_run`
+that claims the run and steps it. The task is sent by name, so the engine never imports the
+tasks module that imports it. The deployment chooses the implementation:
+
+- `CeleryDispatcher` (scale-out): a message on the shared broker (Redis); any worker process
+  takes it.
+- `EmbeddedDispatcher` (the default): the same task message on the `memory://` broker of the
+  serving process, consumed by the Celery worker that runs in a thread of that process
+  (`zeroclaw_site/embedded.py`). The broker lives only as long as the process; the reaper
+  sends queued runs again after a restart.
+
+A duplicate message is harmless: a step starts by claiming its run with a conditional UPDATE
+from `queued`, which only one claimer wins."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+
+ADVANCE_TASK = "runs.advance_run"
+EXPIRE_RUN_TASK = "runs.expire_run"
+EXPIRE_CALL_TASK = "runs.expire_call"
+
+
+class Dispatcher(Protocol):
+    def send(self, task: str, args: list[Any], countdown: float | None = None) -> None: ...
+
+
+class CeleryDispatcher:
+    """A task message on the broker every worker process shares."""
+
+    def send(self, task: str, args: list[Any], countdown: float | None = None) -> None:
+        current_app.send_task(task, args=args, countdown=countdown)
+
+
+class EmbeddedDispatcher(CeleryDispatcher):
+    """A task message on the in-process `memory://` broker, for the worker thread of this
+    process. Nothing else differs: the embedded worker is a real Celery worker."""
+
+
+def dispatcher() -> Dispatcher:
+    if str(settings.CELERY_BROKER_URL).startswith("memory://"):
+        return EmbeddedDispatcher()
+    return CeleryDispatcher()
+
+
+def runnable(run_id: Any) -> None:
+    """Once the current transaction commits, ask a worker to advance this run."""
+    later(ADVANCE_TASK, [str(run_id)])
+
+
+def later(task: str, args: list[Any], countdown: float | None = None) -> None:
+    """Send `task` once the current transaction commits (at once outside a transaction)."""
+    transaction.on_commit(lambda: dispatcher().send(task, args, countdown), robust=True)

@@ -1,0 +1,244 @@
+"""Advancing a run (ENGINE.md): claim it, then model turns until it finishes or must wait.
+
+    claim ─▶ resume ─▶ limits ─▶ take_turn ─▶ decide ─▶ apply ─┐
+               ▲  (the last turn's calls done?                   │ Continue: local tools ran
+               │   else the run waits, holding no worker)       │
+               └─────────────────────────────────────────────────┘
+                                              Finish / Wait: the task ends
+
+A run that waits (children, approval, sessions_yield, await) holds no worker: its task ends,
+and what completes its last pending call queues it again (`settle`). Only `take_turn` and
+the local tools run outside a database transaction; they are what takes time."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
+from runs_app import events
+from runs_app.engine import heartbeat
+from runs_app.engine import messages as msg
+from runs_app.engine.budget import output_budget_refusal
+from runs_app.engine.calls import Step, Stopped, admit_and_wait, execute, record_calls, resume
+from runs_app.engine.cancel import end_with_descendants
+from runs_app.engine.claims import claim
+from runs_app.engine.decide import (
+    INVALID_COMPLETION,
+    Continue,
+    Decision,
+    Finish,
+    RunState,
+    Turn,
+    Wait,
+    decide,
+)
+from runs_app.engine.frozen import policy_of, provider_of
+from runs_app.engine.providers import (
+    AllProvidersFailed,
+    ChatMessage,
+    ChatRequest,
+    InvalidCompletion,
+    ProviderError,
+    cost_cents,
+)
+from runs_app.engine.settle import run_finish
+from runs_app.engine.tools.registry import LOCAL_TOOLS, tool_specs
+from runs_app.engine.transcript import Transcript, append, load
+from runs_app.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def advance_run(run_id: Any) -> None:
+    """The body of the task `runs.advance_run`: claim the run, and step it while it can go on."""
+    run = claim(run_id)
+    if run is None:
+        return
+    with heartbeat.holding(run.pk):
+        try:
+            drive(run.pk)
+        except Stopped:
+            pass
+        except Exception as exc:
+            log.exception("run %s crashed", run.pk)
+            run_finish(
+                run.pk, status=Run.Status.FAILED, error=f"internal error: {exc.__class__.__name__}: {exc}"
+            )
+
+
+def drive(run_id: Any) -> None:
+    transcript = load(run_id)
+    while (step := current(run_id, transcript)) is not None:
+        if not resume(step) or limit_reached(step):
+            return
+        turn = take_turn(step)
+        if not apply(step, turn, decide(state_of(step), turn)):
+            return
+
+
+def current(run_id: Any, transcript: Transcript) -> Step | None:
+    """The run as it is now, if it is still running and ours."""
+    run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).first()
+    return Step(run, policy_of(run), transcript) if run is not None else None
+
+
+def state_of(step: Step) -> RunState:
+    return RunState(
+        kind=step.run.kind,
+        agentic=step.run.agentic,
+        tools=frozenset(step.run.tools),
+        risk=step.policy.risk,
+        dedup_exempt=frozenset(step.policy.runtime.tool_call_dedup_exempt),
+    )
+
+
+def limit_reached(step: Step) -> bool:
+    """Ends the run when a limit says so: its iteration cap, its deadline, the output-token
+    budget of its tree, its tracker's daily cost."""
+    run, runtime = step.run, step.policy.runtime
+    cap = runtime.effective_max_tool_iterations
+    if run.turns >= cap:
+        return _finish(step, Finish(Run.Status.FAILED, error=msg.max_iterations(cap)))
+    if run.deadline and timezone.now() >= run.deadline:
+        end_with_descendants(run, status=Run.Status.TIMED_OUT, error=f"timed out after {run.timeout_secs}s")
+        return True
+    refusal = output_budget_refusal(run)
+    if refusal:
+        return _finish(step, Finish(Run.Status.FAILED, error=refusal))
+    try:
+        tracker_check_cost(key=run.tracker_key, max_cost_per_day_cents=runtime.max_cost_per_day_cents)
+    except BudgetExhausted as exc:
+        return _finish(step, Finish(Run.Status.FAILED, error=exc.message))
+    return False
+
+
+def _finish(step: Step, decision: Finish) -> bool:
+    run_finish(step.run, status=decision.status, output=decision.output, error=decision.error,
+               owner=heartbeat.WORKER_ID)  # fmt: skip
+    return True
+
+
+def take_turn(step: Step) -> Turn:
+    """One model call, outside any transaction: the run's conversation in, a Turn out."""
+    run = step.run
+    request = ChatRequest(
+        messages=list(step.transcript.messages),
+        tools=tool_specs(run.tools) if run.agentic else [],
+        agent=run.agent,
+        prompt=run.prompt,
+        turn_index=run.turns,
+        tool_results=_last_tool_results(step) if run.turns else [],
+    )
+    requested_at = timezone.now().isoformat()
+    try:
+        reply = provider_of(run).complete(request)
+    except AllProvidersFailed as exc:
+        invalid = exc.invalid_completion
+        return Turn(failure=INVALID_COMPLETION if invalid else str(exc), invalid=invalid)
+    except ProviderError as exc:
+        invalid = isinstance(exc, InvalidCompletion)
+        return Turn(failure=INVALID_COMPLETION if invalid else str(exc), invalid=invalid)
+    return Turn(
+        text=reply.text,
+        calls=tuple(reply.tool_calls) if run.agentic else (),  # a one-call delegate offers no tools
+        usage=reply.usage,
+        provider_ref=reply.provider_ref,
+        model=reply.model,
+        requested_at=requested_at,
+    )
+
+
+def _last_tool_results(step: Step) -> list[str]:
+    """The outputs of the previous turn's tool calls (SPEC §8.1's `{{tool_results}}`): the tool
+    messages after the last model turn."""
+    results: list[str] = []
+    for m in reversed(step.transcript.messages):
+        if m.role == "assistant":
+            break
+        if m.role == "tool":
+            results.append(m.content)
+    return results[::-1]
+
+
+def apply(step: Step, turn: Turn, decision: Decision) -> bool:
+    """Write a model turn and its decision in one transaction: usage and cost, the model's
+    message, the run's end or its tool calls (and, when none runs locally, the children they
+    admit and the wait). The turn's local tools then run outside it (`execute`). True when
+    the run goes on to its next model turn."""
+    ready: list[Any] = []
+    go_on, failure = False, None
+    with events.tree_tx(step.root_id):
+        recorded = turn.failure is not None or _record_turn(step, turn)
+        if recorded and isinstance(decision, Finish):
+            return not _finish(step, decision)
+        if recorded and not isinstance(decision, Finish):
+            go_on, ready, failure = _calls_in_savepoint(step, decision)
+    if not recorded:
+        raise Stopped
+    if failure is not None:
+        raise failure
+    return execute(step, ready) if ready else go_on
+
+
+def _calls_in_savepoint(step: Step, decision: Continue | Wait) -> tuple[bool, list[Any], Exception | None]:
+    """Record the turn's calls and, when none runs locally, admit its children and decide the
+    wait, in a savepoint: if that fails, the turn stays recorded (it was paid for) and the
+    error goes on once it has committed. Returns (go on, the local calls to run, the error)."""
+    try:
+        with events.tree_tx(step.root_id):  # nested: a savepoint
+            ready = record_calls(step, decision.calls)
+            if any(r.name in LOCAL_TOOLS for r in ready):
+                return False, ready, None
+            return admit_and_wait(step, ready), [], None
+    except Exception as exc:
+        return False, [], exc
+
+
+def _record_turn(step: Step, turn: Turn) -> bool:
+    """Inside the turn's transaction: the run's usage, the model's message and its events,
+    and the call's cost on the tracker. False when the run stopped being ours meanwhile (the
+    cost is recorded anyway: the call was made)."""
+    run = step.run
+    spec = step.policy.chain.get(turn.provider_ref, step.policy.provider)
+    cost = cost_cents(spec, turn.usage)
+    if cost:
+        tracker_record_cost(key=run.tracker_key, cents=cost)
+    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
+        turns=F("turns") + 1,
+        input_tokens=F("input_tokens") + turn.usage.input_tokens,
+        output_tokens=F("output_tokens") + turn.usage.output_tokens,
+        cost_cents=F("cost_cents") + cost,
+        provider_served=turn.provider_ref,
+        model=turn.model,
+        heartbeat_at=timezone.now(),
+    ):
+        return False
+    events.emit(
+        run,
+        "model.request",
+        {"turn": run.turns, "provider": run.provider_ref, "requested_at": turn.requested_at},
+    )
+    append(run.pk, step.transcript, [ChatMessage("assistant", turn.text, list(turn.calls))])
+    events.emit(
+        run,
+        "model.response",
+        {
+            "turn": run.turns,
+            "text": turn.text[:2000],
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls],
+            "usage": {"input": turn.usage.input_tokens, "output": turn.usage.output_tokens},
+            "cost_cents": cost,
+            "provider": turn.provider_ref,
+            "model": turn.model,
+        },
+    )
+    run.turns += 1
+    run.input_tokens += turn.usage.input_tokens
+    run.output_tokens += turn.usage.output_tokens
+    run.cost_cents += cost
+    run.provider_served, run.model = turn.provider_ref, turn.model
+    return True
