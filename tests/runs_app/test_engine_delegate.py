@@ -347,6 +347,22 @@ def test_context_prompt_and_non_agentic_target_without_tools() -> None:
     assert not call_results(Run.objects.get(parent=run, agent="nonagentic"))
 
 
+def test_a_delegate_runs_under_its_targets_tool_result_limit() -> None:
+    # ZeroClaw: execute_agentic_applies_target_profile_tool_result_limit. The target's runtime
+    # profile cuts tool results at 100 characters; the caller's (the default 6000) would not.
+    limited = "[runtime_profiles.tight]\nagentic = true\nmax_tool_result_chars = 100\n"
+    memo = agent("tightmemo", "scripted.memo", runtime="tight")
+    setup(echo(delegate(agent="tightmemo", prompt="x" * 301)), extra=limited + memo)
+    run = finish("boss", "go")
+    assert run.status == "completed", run.error
+    child = Run.objects.get(parent=run)
+    full = "[tightmemo] k: " + "x" * 301
+    cut = full[:100] + f"\n[... truncated: {len(full) - 100} more characters]"
+    assert call_results(child, "memory_recall") == [ok(cut)]
+    assert ("tool", cut) in transcript(child)  # what the target's model read
+    assert call_results(run) == [ok(f"[Agent 'tightmemo' (scripted/memo-1, agentic)]\ntightmemo: {cut}")]
+
+
 def test_agentic_header_and_memory_acts_on_the_targets_memory() -> None:
     setup(echo(delegate(agent="memo", prompt="remember this")))
     run = finish("boss", "go")
