@@ -153,6 +153,12 @@ def _always_ask(child: PolicyLike, parent: PolicyLike) -> str | None:
     return None
 
 
+def _shell_network(child: PolicyLike, parent: PolicyLike) -> str | None:
+    if child.risk.shell_network and not parent.risk.shell_network:
+        return "subagent attempts to set shell_network=true but the parent forbids it"
+    return None
+
+
 _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _level,
     _allowed_roots,
@@ -169,6 +175,8 @@ _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _enforced_flag("require_approval_for_medium_risk"),
     _tools,
     _always_ask,
+    _shell_network,
+    _enforced_flag("sandbox_enabled"),
 )
 
 
