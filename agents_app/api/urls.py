@@ -3,6 +3,7 @@ from django.urls import URLPattern, URLResolver, include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.api import config_views as cv
+from agents_app.api import health_views as hv
 from agents_app.api import policy_views as pv
 
 urlpatterns: list[URLPattern | URLResolver] = []
@@ -19,6 +20,7 @@ for prefix, kind in (
     ]
 
 urlpatterns += [
+    path("health/", hv.HealthApi.as_view(), name="health"),
     path("agents/<str:alias>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
     path("agents/<str:alias>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
     path("policy/check/", pv.PolicyCheckApi.as_view(), name="policy-check"),
