@@ -298,3 +298,10 @@ def test_a_line_with_too_many_programs_is_refused(tmp_path: Path) -> None:
     ctx = context(tmp_path, allowed_commands=("echo", "cat"))
 
     assert run(ctx, "echo a" + " | cat" * 300) == (False, "", "Command line runs more than 256 programs")
+
+
+def test_a_line_with_too_many_redirections_is_refused(tmp_path: Path) -> None:
+    ctx = context(tmp_path, allowed_commands=("echo",))
+
+    assert run(ctx, "echo a" + " > out" * 300) == (False, "", "Command line has more than 256 redirections")
+    assert not (ctx.workspace / "out").exists()

@@ -32,6 +32,8 @@ MAX_NESTING = 3
 # Each program records the programs before it in its pipeline, so checking is quadratic in the
 # length of one pipeline; this many programs per line keeps that well under a millisecond.
 MAX_PROGRAMS = 256
+# Each redirection target is resolved against the profile's roots (a few syscalls per root).
+MAX_REDIRECTIONS = 256
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SH = "/bin/sh"
 
@@ -597,6 +599,8 @@ def _analyse(script: str, ctx: LocalToolContext, plan: _Plan, depth: int = 0) ->
             if base in READ_REDIRECTIONS:
                 plan.reads.append(target.text)
         plan.writes += writes
+        if len(plan.reads) + len(plan.writes) > MAX_REDIRECTIONS:
+            raise CommandRejected(f"Command line has more than {MAX_REDIRECTIONS} redirections")
         words = _strip_assignments(cmd.words)
         before = len(plan.invocations)
         if words:
@@ -667,7 +671,7 @@ def check_command(ctx: LocalToolContext, command: str) -> list[str] | None:
         if word and not _is_allowed(word, inv.name, ctx.risk.allowed_commands):
             raise CommandRejected(f"Command '{os.path.basename(word)}' is not in allowed_commands")
     for targets, for_write in ((plan.reads, False), (plan.writes, True)):
-        for target in targets:
+        for target in dict.fromkeys(targets):
             if os.path.normpath(target) in HARMLESS_DEVICES or _under(target, ("/dev/fd",)):
                 continue
             try:
