@@ -52,12 +52,6 @@ CGROUP_PIDS_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup", "/sys/fs/cgroup/un
 CGROUP_PARENT = "clawboard-shell"
 
 
-class SandboxUnavailable(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
 @dataclass(frozen=True)
 class SandboxStatus:
     available: bool
@@ -373,7 +367,3 @@ def _remove_cgroup(group: str) -> None:
 def enter_cgroup_argv(procs: str, argv: list[str]) -> list[str]:
     """`argv` started by a shell that first moves itself into the cgroup, so nothing forks outside."""
     return ["/bin/sh", "-c", 'echo $$ > "$1" && shift && exec "$@"', "sh", procs, *argv]
-
-
-def which_in_sandbox(program: str) -> str | None:
-    return shutil.which(program, path=SANDBOX_PATH)
