@@ -284,3 +284,16 @@ def test_subagent_cannot_turn_the_sandbox_off_when_the_parent_has_it_on() -> Non
         "subagent policy override escalates beyond parent: "
         "subagent attempts to set sandbox_enabled=false but the parent enforces it"
     )
+
+
+def test_subagent_cannot_raise_a_shell_sandbox_limit() -> None:
+    assert (
+        escalation_violation(child(shell_max_processes=500), PARENT)
+        == "subagent shell_max_processes=500 exceeds parent's 64"
+    )
+    # 0 means the default, on either side.
+    tight = dataclasses.replace(PARENT, runtime=dataclasses.replace(PARENT_RUNTIME, shell_max_memory_mb=512))
+    assert escalation_violation(child(shell_max_memory_mb=0), tight) == (
+        "subagent shell_max_memory_mb=2048 exceeds parent's 512"
+    )
+    assert escalation_violation(child(shell_max_cpu_secs=10, shell_max_file_size_mb=1), PARENT) is None
