@@ -222,7 +222,13 @@ def test_a_symlink_the_agent_made_in_one_call_leads_nowhere_in_the_next(
     unchanged(outside)
 
 
-def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path: Path, outside: Path) -> None:
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "component-walk"])
+def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, openat2: bool
+) -> None:
+    from runs_app.engine.tools import paths
+
+    monkeypatch.setattr(paths, "_has_openat2", openat2)  # False: the walk of kernels before 5.6
     ctx = context(tmp_path)
     (ctx.workspace / "sub").mkdir()
     (ctx.workspace / "sub" / "secret.txt").write_text("mine")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,9 +212,17 @@ def open_at(dir_fd: int, name: str, flags: int, mode: int = 0o666) -> int:
     current = os.dup(dir_fd)
     try:
         for part in parts[:-1]:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            # O_PATH | O_NOFOLLOW opens a symlink itself, so it can be told apart from a directory.
+            nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
             os.close(current)
             current = nxt
+            if stat.S_ISLNK(os.fstat(current).st_mode):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+        try:
+            if stat.S_ISLNK(os.stat(parts[-1], dir_fd=current, follow_symlinks=False).st_mode):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+        except FileNotFoundError:
+            pass
         return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=current)
     finally:
         os.close(current)
