@@ -520,3 +520,15 @@ def test_without_bubblewrap_shell_refuses_and_names_the_cause(
     unsandboxed = context(tmp_path, sandbox_enabled=False)
     assert run(unsandboxed, f"cat {outside}/secret.txt") == (True, SECRET, None)
     assert "CLAWBOARD" not in run(unsandboxed, "env")[1]
+
+
+def test_the_sandboxs_tmp_is_its_own_and_bounded(tmp_path: Path) -> None:
+    ctx = context(tmp_path, runtime={"shell_max_file_size_mb": 4})
+    marker = f"scratch-{os.getpid()}-{time.monotonic_ns()}"
+    fill = f"python3 -c \"[open(f'/tmp/{marker}-{{i}}', 'wb').write(b'0' * 1024 * 1024) for i in range(8)]\""
+
+    ok, output, _ = run(ctx, fill)
+
+    assert not ok and "No space left on device" in output
+    assert not list(Path("/tmp").glob(f"{marker}*"))  # never the host's /tmp
+    assert marker not in run(ctx, "ls -A /tmp")[1]  # nor the next call's

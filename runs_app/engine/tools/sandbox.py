@@ -123,7 +123,7 @@ def _namespace_args(*, network: bool) -> list[str]:
     return args
 
 
-def _system_args(*, network: bool) -> list[str]:
+def _system_args(*, network: bool, scratch_bytes: int = 64 * 1024 * 1024) -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for link in SYSTEM_LINKS:
         if os.path.islink(link):
@@ -135,8 +135,9 @@ def _system_args(*, network: bool) -> list[str]:
         args += ["--ro-bind-try", entry, entry]
     args += ["--ro-bind", str(_identity_dir() / "passwd"), "/etc/passwd"]
     args += ["--ro-bind", str(_identity_dir() / "group"), "/etc/group"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
-    return args
+    # Sized: a tmpfs lives in the host's memory, and would otherwise grow to half of it.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(scratch_bytes), "--tmpfs", "/tmp"]
+    return args + ["--dir", "/var/tmp"]
 
 
 _identity: Path | None = None
@@ -207,7 +208,7 @@ def _mount_args(mounts: list[_Mount], staged: dict[str, str]) -> list[str]:
         elif mount.kind == "wo":
             args += ["--bind", staged[mount.path], mount.path]
         elif os.path.isdir(mount.path):
-            args += ["--tmpfs", mount.path]
+            args += ["--size", "4096", "--tmpfs", mount.path]
             read_only_later.append(mount.path)
         elif os.path.lexists(mount.path):
             args += ["--ro-bind", "/dev/null", mount.path]
@@ -236,7 +237,12 @@ def command_argv(
     """The bwrap command line that runs `argv` in the sandbox of this profile."""
     staged = staged or {}
     network = risk.shell_network
-    args = [bwrap_path(), *_namespace_args(network=network), *_system_args(network=network)]
+    scratch = effective_shell_limit(runtime, "shell_max_file_size_mb") * 1024 * 1024
+    args = [
+        bwrap_path(),
+        *_namespace_args(network=network),
+        *_system_args(network=network, scratch_bytes=scratch),
+    ]
     args += _mount_args(_mounts(risk, workspace, staged), staged)
     args += ["--chdir", str(workspace), "--"]  # bwrap also sets PWD to it
     return args + _limit_args(runtime) + argv
