@@ -532,3 +532,15 @@ def test_the_sandboxs_tmp_is_its_own_and_bounded(tmp_path: Path) -> None:
     assert not ok and "No space left on device" in output
     assert not list(Path("/tmp").glob(f"{marker}*"))  # never the host's /tmp
     assert marker not in run(ctx, "ls -A /tmp")[1]  # nor the next call's
+
+
+def test_nothing_but_the_grants_and_a_bounded_tmp_is_writable(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+
+    for path in ("/x", "/etc/x", "/usr/x", "/dev/x", "/proc/x"):
+        ok, output, _ = run(ctx, f"python3 -c \"open('{path}', 'w')\"")
+        assert not ok and ("Read-only file system" in output or "No such file" in output), (path, output)
+    ok, output, _ = run(ctx, "python3 -c \"open('/dev/shm/x', 'wb').write(b'0' * 4 * 1024 * 1024)\"")
+    assert not ok and "No space left on device" in output
+    write = "python3 -c \"open('/var/tmp/note', 'w').write('scratch')\" && cat /tmp/note"
+    assert run(ctx, write) == (True, "scratch", None)

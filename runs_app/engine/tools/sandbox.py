@@ -94,7 +94,14 @@ def _probe(path: str) -> SandboxStatus:
         return SandboxStatus(False, "bubblewrap", cause, limit)
     if not os.access(PRLIMIT, os.X_OK):
         return SandboxStatus(False, "bubblewrap", f"{PRLIMIT} (util-linux) is not installed", limit)
-    argv = [path, *_namespace_args(network=False), *_system_args(network=False), "--", "/bin/true"]
+    argv = [
+        path,
+        *_namespace_args(network=False),
+        *_system_args(network=False),
+        *FINAL_READ_ONLY,
+        "--",
+        "/bin/true",
+    ]
     try:
         done = subprocess.run(argv, env={"PATH": SANDBOX_PATH}, capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -135,9 +142,24 @@ def _system_args(*, network: bool, scratch_bytes: int = 64 * 1024 * 1024) -> lis
         args += ["--ro-bind-try", entry, entry]
     args += ["--ro-bind", str(_identity_dir() / "passwd"), "/etc/passwd"]
     args += ["--ro-bind", str(_identity_dir() / "group"), "/etc/group"]
-    # Sized: a tmpfs lives in the host's memory, and would otherwise grow to half of it.
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(scratch_bytes), "--tmpfs", "/tmp"]
-    return args + ["--dir", "/var/tmp"]
+    # Sized: a tmpfs lives in the host's memory, and would otherwise grow to half of it. The
+    # rest of the sandbox's own tmpfs (its root, /dev) is made read-only at the end.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]
+    args += [
+        "--size",
+        str(scratch_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--dir",
+        "/var",
+        "--symlink",
+        "/tmp",
+        "/var/tmp",
+    ]
+    return args
+
+
+FINAL_READ_ONLY = ["--remount-ro", "/dev", "--remount-ro", "/"]
 
 
 _identity: Path | None = None
@@ -244,7 +266,7 @@ def command_argv(
         *_system_args(network=network, scratch_bytes=scratch),
     ]
     args += _mount_args(_mounts(risk, workspace, staged), staged)
-    args += ["--chdir", str(workspace), "--"]  # bwrap also sets PWD to it
+    args += FINAL_READ_ONLY + ["--chdir", str(workspace), "--"]  # bwrap also sets PWD to it
     return args + _limit_args(runtime) + argv
 
 
