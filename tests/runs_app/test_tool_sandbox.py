@@ -544,3 +544,14 @@ def test_nothing_but_the_grants_and_a_bounded_tmp_is_writable(tmp_path: Path) ->
     assert not ok and "No space left on device" in output
     write = "python3 -c \"open('/var/tmp/note', 'w').write('scratch')\" && cat /tmp/note"
     assert run(ctx, write) == (True, "scratch", None)
+
+
+def test_the_kernels_global_settings_are_read_only(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    # Opened for update but never written: if this ever opened, nothing would change.
+    probe = 'import sys\ntry:\n    open(sys.argv[1], "r+")\nexcept OSError as e:\n    print(e.errno)\n'
+
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches"):
+        ok, output, _ = run(ctx, f"python3 -c '{probe}' {path}")
+        assert ok and output.strip() in ("30", "13"), (path, output)  # EROFS, EACCES
+    assert run(ctx, "cat /proc/sys/kernel/ostype") == (True, "Linux\n", None)

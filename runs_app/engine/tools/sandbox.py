@@ -46,6 +46,18 @@ ETC_ENTRIES = (
     "/etc/mime.types",
 )
 NETWORK_ETC_ENTRIES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
+# The parts of the sandbox's own /proc that reach the host's kernel as a whole: read-only
+# (sysctls such as kernel.core_pattern are writable by uid 0 without any capability, and a
+# root server's sandbox runs as uid 0), or hidden. The same lists as Docker's defaults.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs")
+PROC_HIDDEN_DIRS = ("/proc/asound", "/proc/acpi", "/proc/scsi")
+PROC_HIDDEN_FILES = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+)
 # Grants under these are never mounted: the sandbox has its own /proc and /dev, and no /sys.
 KERNEL_DIRS = ("/proc", "/sys", "/dev")
 CGROUP_PIDS_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup", "/sys/fs/cgroup/unified")
@@ -144,7 +156,16 @@ def _system_args(*, network: bool, scratch_bytes: int = 64 * 1024 * 1024) -> lis
     args += ["--ro-bind", str(_identity_dir() / "group"), "/etc/group"]
     # Sized: a tmpfs lives in the host's memory, and would otherwise grow to half of it. The
     # rest of the sandbox's own tmpfs (its root, /dev) is made read-only at the end.
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]
+    args += ["--proc", "/proc"]
+    for path in PROC_READ_ONLY:
+        args += ["--ro-bind-try", path, path]
+    for path in PROC_HIDDEN_DIRS:
+        if os.path.isdir(path):
+            args += ["--size", "4096", "--tmpfs", path]
+    for path in PROC_HIDDEN_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    args += ["--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]
     args += [
         "--size",
         str(scratch_bytes),
