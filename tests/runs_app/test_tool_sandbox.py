@@ -176,8 +176,10 @@ def test_the_servers_etc_is_not_there(tmp_path: Path) -> None:
 
     assert ok
     assert "shadow" not in listing.split() and "hostname" not in listing.split()
-    ok, output, _ = run(ctx, "cat /etc/shadow")
-    assert not ok and "No such file" in output
+    for secret in ("/etc/shadow", "/etc/ssl/private"):
+        ok, output, _ = run(ctx, f"ls {secret}")
+        assert not ok and "No such file" in output, secret
+    assert "private" not in run(ctx, "ls /etc/ssl")[1].split()
     assert run(ctx, "cat /etc/passwd")[1].count("\n") == 1  # the sandbox's own user only
 
 

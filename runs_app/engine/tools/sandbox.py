@@ -41,7 +41,8 @@ ETC_ENTRIES = (
     "/etc/ld.so.conf.d",
     "/etc/alternatives",
     "/etc/localtime",
-    "/etc/ssl",
+    "/etc/ssl/certs",  # never /etc/ssl/private: a root server's sandbox could read its keys
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/mime.types",
 )
