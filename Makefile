@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install demo clean screenshots
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) bwrap
+
+# `shell` runs only inside bubblewrap (docs/tools.md); Debian's package, installed when missing.
+bwrap:
+	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -29,7 +33,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP)
+pytest: $(STAMP) bwrap
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

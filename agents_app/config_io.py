@@ -17,7 +17,9 @@ optionals (TOML has no null), an empty workspace path (= the derived default) an
 a warning, never an error, so a ZeroClaw file imports as it is. On import, `workspace` may
 also be a plain path string, ZeroClaw's `[agents.<a>.workspace].read_memory_from` is merged
 into the agent's `read_memory_from` (same meaning), `allowed_path(s)` are read as
-`allowed_roots`, and the legacy `allowed_tools = ["__none__"]` as `deny_all_tools = true`.
+`allowed_roots`, the legacy `allowed_tools = ["__none__"]` as `deny_all_tools = true`, and
+ZeroClaw's other `sandbox_backend` values (`firejail`, `landlock`, ...) as `bubblewrap`, with a
+warning naming the profile.
 Export always writes `read_memory_from` on the agent itself.
 """
 
@@ -109,7 +111,14 @@ _RISK_FIELDS: dict[str, str] = {
     "auto_approve": _STR_LIST,
     "always_ask": _STR_LIST,
     "deny_all_tools": _BOOL,
+    "shell_network": _BOOL,
+    "sandbox_enabled": _BOOL,
+    "sandbox_backend": _STR,
+    "firejail_args": _STR_LIST,
 }
+# ZeroClaw's other sandbox backends; `shell` only runs under bubblewrap, so they import as that.
+_SANDBOX_BACKENDS_AS_BUBBLEWRAP = frozenset({"firejail", "landlock", "docker", "sandbox-exec", "sandboxexec"})
+_SANDBOX_BACKENDS_AS_BUBBLEWRAP |= {"seatbelt", "none"}
 # ZeroClaw's serde aliases for `allowed_roots`.
 _RISK_FIELD_ALIASES: dict[str, str] = {"allowed_path": "allowed_roots", "allowed_paths": "allowed_roots"}
 
@@ -129,6 +138,10 @@ _RUNTIME_FIELDS: dict[str, str] = {
     "max_children_per_run": _INT,
     "subagent_timeout_secs": _INT,
     "max_output_tokens": _INT,
+    "shell_max_cpu_secs": _INT,
+    "shell_max_memory_mb": _INT,
+    "shell_max_file_size_mb": _INT,
+    "shell_max_processes": _INT,
 }
 
 _PROVIDER_FIELDS: dict[str, str] = {
@@ -414,6 +427,16 @@ class _Reader:
             kwargs["deny_all_tools"] = True
             self.warnings.append(
                 f'{base}.allowed_tools = ["{_LEGACY_DENY_ALL_SENTINEL}"] was read as deny_all_tools = true'
+            )
+        backend = kwargs.get("sandbox_backend")
+        if isinstance(backend, str) and backend.strip().lower() in _SANDBOX_BACKENDS_AS_BUBBLEWRAP:
+            kwargs["sandbox_backend"] = "bubblewrap"
+            hint = (
+                " (set sandbox_enabled = false to run shell without a sandbox)" if backend == "none" else ""
+            )
+            self.warnings.append(
+                f'{base}.sandbox_backend = "{backend}" was read as "bubblewrap", the only backend '
+                f"Clawboard runs shell under{hint}"
             )
         return RiskProfileSpec(alias=alias, **kwargs)
 

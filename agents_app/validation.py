@@ -22,7 +22,13 @@ from agents_app.snapshot import (
     DelegateEntry,
     ProviderSpec,
 )
-from policies_app.specs import DELEGATION_MODES, LEVELS, RiskProfileSpec, RuntimeProfileSpec
+from policies_app.specs import (
+    DELEGATION_MODES,
+    LEVELS,
+    SANDBOX_BACKENDS,
+    RiskProfileSpec,
+    RuntimeProfileSpec,
+)
 
 Error = tuple[str, str]
 
@@ -45,6 +51,10 @@ _NON_NEGATIVE_RUNTIME_FIELDS: tuple[str, ...] = (
     "max_tool_result_chars",
     "subagent_timeout_secs",
     "max_output_tokens",
+    "shell_max_cpu_secs",
+    "shell_max_memory_mb",
+    "shell_max_file_size_mb",
+    "shell_max_processes",
 )
 _RANGED_RUNTIME_FIELDS: tuple[tuple[str, int, int], ...] = (
     ("max_spawn_depth", 1, 5),
@@ -208,6 +218,15 @@ def _validate_risk_profile(p: str, spec: RiskProfileSpec) -> list[Error]:
                 path,
                 f"{path} = {quote(spec.delegation_mode)} is not a valid mode; "
                 f"expected one of {_choices(DELEGATION_MODES)}",
+            )
+        )
+    if spec.sandbox_backend not in SANDBOX_BACKENDS:
+        path = f"{base}.sandbox_backend"
+        errors.append(
+            (
+                path,
+                f"{path} = {quote(spec.sandbox_backend)} is not a valid backend; "
+                f"expected one of {_choices(SANDBOX_BACKENDS)}",
             )
         )
     for i, name in enumerate(spec.shell_env_passthrough):

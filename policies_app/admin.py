@@ -12,7 +12,14 @@ from policies_app.models import DelegateSettings, RiskProfile, RuntimeProfile, T
 
 @admin.register(RiskProfile)
 class RiskProfileAdmin(ConfigAdmin):
-    list_display = ("alias", "level", "delegation_mode", "workspace_only", "deny_all_tools")
+    list_display = (
+        "alias",
+        "level",
+        "delegation_mode",
+        "workspace_only",
+        "deny_all_tools",
+        "sandbox_enabled",
+    )
     search_fields = ("alias",)
     section = "risk_profiles"
     mutator = staticmethod(replace_entry("risk_profiles"))

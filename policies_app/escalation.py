@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from policies_app.policy import ALL_TOOLS, WILDCARD, effective_always_ask, filter_tools
-from policies_app.specs import LEVEL_DISPLAY, LEVEL_RANK, RiskProfileSpec, RuntimeProfileSpec
+from policies_app.specs import (
+    DEFAULT_SHELL_LIMITS,
+    LEVEL_DISPLAY,
+    LEVEL_RANK,
+    RiskProfileSpec,
+    RuntimeProfileSpec,
+    effective_shell_limit,
+)
 
 ESCALATION_PREFIX = "subagent policy override escalates beyond parent: "
 
@@ -153,6 +160,24 @@ def _always_ask(child: PolicyLike, parent: PolicyLike) -> str | None:
     return None
 
 
+def _shell_limit(field: str) -> Callable[[PolicyLike, PolicyLike], str | None]:
+    """A sandbox limit, compared on effective values (0 = the default)."""
+
+    def check(child: PolicyLike, parent: PolicyLike) -> str | None:
+        c, p = effective_shell_limit(child.runtime, field), effective_shell_limit(parent.runtime, field)
+        if c > p:
+            return f"subagent {field}={c} exceeds parent's {p}"
+        return None
+
+    return check
+
+
+def _shell_network(child: PolicyLike, parent: PolicyLike) -> str | None:
+    if child.risk.shell_network and not parent.risk.shell_network:
+        return "subagent attempts to set shell_network=true but the parent forbids it"
+    return None
+
+
 _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _level,
     _allowed_roots,
@@ -169,6 +194,9 @@ _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _enforced_flag("require_approval_for_medium_risk"),
     _tools,
     _always_ask,
+    _shell_network,
+    _enforced_flag("sandbox_enabled"),
+    *(_shell_limit(name) for name in DEFAULT_SHELL_LIMITS),
 )
 
 

@@ -9,6 +9,7 @@ from django import forms
 from agents_app.web import lines
 from policies_app.policy import ALL_TOOLS, WILDCARD
 from policies_app.presets import PRESETS
+from policies_app.specs import DEFAULT_SHELL_LIMITS, SANDBOX_BACKENDS
 
 LIST_FIELDS = (
     "allowed_roots",
@@ -17,6 +18,7 @@ LIST_FIELDS = (
     "forbidden_paths",
     "allowed_commands",
     "shell_env_passthrough",
+    "firejail_args",
 )
 GRID_COLUMNS = (
     ("allowed_tools", "allow"),
@@ -41,6 +43,13 @@ class RiskProfileForm(forms.Form):
         label="delegation_policy.mode",
     )
     deny_all_tools = forms.BooleanField(required=False)
+    shell_network = forms.BooleanField(required=False, help_text="let shell reach the network")
+    sandbox_enabled = forms.BooleanField(
+        required=False, initial=True, help_text="off runs shell with no OS sandbox: not recommended"
+    )
+    sandbox_backend = forms.ChoiceField(
+        choices=[(b, b) for b in SANDBOX_BACKENDS], initial="auto", required=False
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -67,6 +76,9 @@ class RiskProfileForm(forms.Form):
             "require_approval_for_medium_risk": d["require_approval_for_medium_risk"],
             "delegation_policy": {"mode": d["delegation_mode"]},
             "deny_all_tools": d["deny_all_tools"],
+            "shell_network": d["shell_network"],
+            "sandbox_enabled": d["sandbox_enabled"],
+            "sandbox_backend": d["sandbox_backend"] or "auto",
         }
         for name in LIST_FIELDS:
             body[name] = lines(d[name])
@@ -80,6 +92,10 @@ def risk_initial(entry: dict[str, Any]) -> dict[str, Any]:
     for name in LIST_FIELDS:
         initial[name] = "\n".join(entry.get(name, []))
     return initial
+
+
+def _shell_limit(unit: str) -> forms.IntegerField:
+    return forms.IntegerField(min_value=0, initial=0, required=False, help_text=f"{unit}0 = default")
 
 
 class RuntimeProfileForm(forms.Form):
@@ -103,9 +119,16 @@ class RuntimeProfileForm(forms.Form):
     max_children_per_run = forms.IntegerField(initial=5, help_text="1..20")
     subagent_timeout_secs = forms.IntegerField(min_value=0, initial=0, help_text="0 = none")
     max_output_tokens = forms.IntegerField(min_value=0, initial=0, help_text="0 = none")
+    # Not required: a form posted before these existed keeps the defaults.
+    shell_max_cpu_secs = _shell_limit("")
+    shell_max_memory_mb = _shell_limit("address space, MiB; ")
+    shell_max_file_size_mb = _shell_limit("MiB; ")
+    shell_max_processes = _shell_limit("")
 
     def to_body(self) -> dict[str, Any]:
         body = dict(self.cleaned_data)
+        for name in DEFAULT_SHELL_LIMITS:
+            body[name] = body[name] or 0
         body["alias"] = body["alias"].strip()
         body["tool_call_dedup_exempt"] = lines(body["tool_call_dedup_exempt"])
         return body

@@ -48,6 +48,10 @@ class RiskProfile(models.Model):
         max_length=16, choices=DelegationMode.choices, default=DelegationMode.FORBIDDEN
     )
     deny_all_tools = models.BooleanField(default=False)
+    shell_network = models.BooleanField(default=False)
+    sandbox_enabled = models.BooleanField(default=True)
+    sandbox_backend = models.CharField(max_length=16, default="auto")
+    firejail_args = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["alias"]
@@ -74,6 +78,10 @@ class RiskProfile(models.Model):
             always_ask=tuple(self.always_ask),
             delegation_mode=self.delegation_mode,
             deny_all_tools=self.deny_all_tools,
+            shell_network=self.shell_network,
+            sandbox_enabled=self.sandbox_enabled,
+            sandbox_backend=self.sandbox_backend,
+            firejail_args=tuple(self.firejail_args),
         )
 
 
@@ -94,6 +102,10 @@ class RuntimeProfile(models.Model):
     max_children_per_run = models.PositiveSmallIntegerField(default=5)
     subagent_timeout_secs = models.PositiveIntegerField(default=0)
     max_output_tokens = models.PositiveIntegerField(default=0)
+    shell_max_cpu_secs = models.PositiveIntegerField(default=0)
+    shell_max_memory_mb = models.PositiveIntegerField(default=0)
+    shell_max_file_size_mb = models.PositiveIntegerField(default=0)
+    shell_max_processes = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["alias"]
@@ -119,6 +131,10 @@ class RuntimeProfile(models.Model):
             max_children_per_run=self.max_children_per_run,
             subagent_timeout_secs=self.subagent_timeout_secs,
             max_output_tokens=self.max_output_tokens,
+            shell_max_cpu_secs=self.shell_max_cpu_secs,
+            shell_max_memory_mb=self.shell_max_memory_mb,
+            shell_max_file_size_mb=self.shell_max_file_size_mb,
+            shell_max_processes=self.shell_max_processes,
         )
 
 

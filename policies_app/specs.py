@@ -13,6 +13,8 @@ LEVELS: tuple[str, ...] = ("readonly", "supervised", "full")
 LEVEL_RANK = {name: i for i, name in enumerate(LEVELS)}
 LEVEL_DISPLAY = {"readonly": "ReadOnly", "supervised": "Supervised", "full": "Full"}
 DELEGATION_MODES: tuple[str, ...] = ("forbidden", "allow")
+# `auto` picks the best backend the host has; today that is always bubblewrap (docs/tools.md).
+SANDBOX_BACKENDS: tuple[str, ...] = ("auto", "bubblewrap")
 
 DEFAULT_FORBIDDEN_PATHS: tuple[str, ...] = (
     "/etc", "/root", "/home", "/usr", "/bin", "/sbin", "/lib", "/opt", "/boot", "/dev",
@@ -42,6 +44,10 @@ class RiskProfileSpec:
     always_ask: tuple[str, ...] = ()
     delegation_mode: str = "forbidden"
     deny_all_tools: bool = False
+    shell_network: bool = False
+    sandbox_enabled: bool = True
+    sandbox_backend: str = "auto"
+    firejail_args: tuple[str, ...] = ()  # ZeroClaw's; kept for export, bubblewrap ignores it
 
     @property
     def effective_workspace_only(self) -> bool:
@@ -67,6 +73,11 @@ class RuntimeProfileSpec:
     max_children_per_run: int = 5
     subagent_timeout_secs: int = 0
     max_output_tokens: int = 0
+    # Limits of each `shell` call's sandbox; 0 means the default below.
+    shell_max_cpu_secs: int = 0
+    shell_max_memory_mb: int = 0
+    shell_max_file_size_mb: int = 0
+    shell_max_processes: int = 0
 
     # Effective values: SPEC §2.3 says 0 means a default for some fields.
     @property
@@ -83,6 +94,17 @@ class RuntimeProfileSpec:
 
 
 DEFAULT_TOOL_RESULT_CHARS = 6000  # max_tool_result_chars = 0
+DEFAULT_SHELL_LIMITS: dict[str, int] = {
+    "shell_max_cpu_secs": 60,
+    "shell_max_memory_mb": 2048,  # address space, so it counts reserved as well as used memory
+    "shell_max_file_size_mb": 256,
+    "shell_max_processes": 64,
+}
+
+
+def effective_shell_limit(runtime: RuntimeProfileSpec, name: str) -> int:
+    value = getattr(runtime, name)
+    return value if value > 0 else DEFAULT_SHELL_LIMITS[name]
 
 
 def effective_tool_result_chars(runtime: Any) -> int:

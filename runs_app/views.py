@@ -24,6 +24,7 @@ from policies_app.tracker import tracker_usage
 from runs_app import selectors, tree_html
 from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
+from runs_app.engine.tools import sandbox
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
 from runs_app.services import (
     RunServiceError,
@@ -115,6 +116,7 @@ def _home_context() -> dict[str, Any]:
         ),
         "chart_day": _chart(timedelta(hours=24)),
         "chart_week": _chart(timedelta(days=7)),
+        "sandbox": sandbox.status(),
     }
 
 

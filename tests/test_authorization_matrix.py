@@ -50,6 +50,7 @@ KINDS = ("agents", "risk-profiles", "runtime-profiles", "providers")
 API: dict[str, dict[str, str]] = {
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
+    "api/v1/health/": {"GET": PUBLIC},
     "api/v1/agents/<str:alias>/roster/": {"GET": VIEWER},
     "api/v1/agents/<str:alias>/tools/": {"GET": VIEWER},
     "api/v1/policy/check/": {"POST": VIEWER},

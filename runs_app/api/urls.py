@@ -1,10 +1,12 @@
 from django.urls import URLPattern, URLResolver, path
 
+from runs_app.api import health_views as hv
 from runs_app.api import views as v
 
 # Ids are matched as plain strings so that a malformed one gets the API's JSON 404 (or the
 # tool's exact `Invalid task_id` message) instead of the HTML page of an unmatched URL.
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("health/", hv.HealthApi.as_view(), name="health"),
     path("runs/", v.off_server_thread(v.RunListApi.as_view()), name="api-runs"),
     path("runs/<str:run_id>/", v.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<str:run_id>/tree/", v.RunTreeApi.as_view(), name="api-run-tree"),

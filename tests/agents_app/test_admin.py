@@ -254,6 +254,10 @@ def test_a_risk_profile_error_is_shown_under_its_field(admin_client: Client) -> 
         "always_ask": [],
         "delegation_mode": "forbidden",
         "deny_all_tools": False,
+        "shell_network": False,
+        "sandbox_enabled": True,
+        "sandbox_backend": "auto",
+        "firejail_args": [],
     }
     response = admin_client.post("/admin/policies_app/riskprofile/add/", form_data(values))
     assert response.status_code == 200

@@ -704,6 +704,10 @@ def test_risk_profile_is_created_with_its_defaults(admin_api: APIClient) -> None
         "auto_approve": [],
         "always_ask": [],
         "deny_all_tools": False,
+        "shell_network": False,
+        "sandbox_enabled": True,
+        "sandbox_backend": "auto",
+        "firejail_args": [],
         "delegation_policy": {"mode": "forbidden"},
     }
     assert RiskProfile.objects.get(alias="fresh").delegation_mode == "forbidden"
@@ -793,6 +797,10 @@ def test_runtime_profile_crud(admin_api: APIClient) -> None:
         "max_children_per_run": 5,
         "subagent_timeout_secs": 0,
         "max_output_tokens": 0,
+        "shell_max_cpu_secs": 0,
+        "shell_max_memory_mb": 0,
+        "shell_max_file_size_mb": 0,
+        "shell_max_processes": 0,
     }
     response = admin_api.patch(
         f"{V1}/runtime-profiles/quick/", {"delegation_timeout_secs": 30}, format="json"

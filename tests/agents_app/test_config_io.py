@@ -298,7 +298,6 @@ def test_a_zeroclaw_config_imports_as_it_is_with_warnings() -> None:
         'skipped unknown field "providers.models.anthropic.claude.kind"',
         'skipped unknown field "providers.models.ollama.local.native_tools"',
         'skipped unknown key "providers.transcription"',
-        'skipped unknown field "risk_profiles.default.sandbox_enabled"',
         'skipped unknown field "risk_profiles.default.approval_route"',
         'risk_profiles.strict.allowed_tools = ["__none__"] was read as deny_all_tools = true',
         'skipped unknown field "runtime_profiles.default.max_history_messages"',
@@ -347,6 +346,44 @@ def test_a_zeroclaw_config_imports_as_it_is_with_warnings() -> None:
 def test_workspace_may_also_be_a_plain_path() -> None:
     snapshot = parse_toml('[agents.a]\nworkspace = "/tmp/a"\n').snapshot
     assert snapshot.agents["a"].workspace == "/tmp/a"
+
+
+def test_zeroclaw_sandbox_backends_import_as_bubblewrap_with_a_warning_naming_the_profile() -> None:
+    result = parse_toml(
+        '[risk_profiles.jail]\nsandbox_backend = "firejail"\nfirejail_args = ["--private"]\n'
+        '[risk_profiles.lock]\nsandbox_backend = "landlock"\nsandbox_enabled = true\n'
+    )
+    jail, lock = result.snapshot.risk_profiles["jail"], result.snapshot.risk_profiles["lock"]
+    assert (jail.sandbox_backend, jail.firejail_args) == ("bubblewrap", ("--private",))
+    assert (lock.sandbox_backend, lock.sandbox_enabled) == ("bubblewrap", True)
+    assert result.warnings == [
+        'risk_profiles.jail.sandbox_backend = "firejail" was read as "bubblewrap", '
+        "the only backend Clawboard runs shell under",
+        'risk_profiles.lock.sandbox_backend = "landlock" was read as "bubblewrap", '
+        "the only backend Clawboard runs shell under",
+    ]
+    assert validate_snapshot(result.snapshot) == []
+
+
+def test_sandbox_settings_round_trip_on_export() -> None:
+    risk = RiskProfileSpec(
+        alias="open",
+        shell_network=True,
+        sandbox_enabled=False,
+        sandbox_backend="bubblewrap",
+        firejail_args=("--net=none", "--private"),
+    )
+    runtime = RuntimeProfileSpec(alias="tight", shell_max_cpu_secs=5, shell_max_processes=16)
+    snapshot = ConfigSnapshot(risk_profiles={"open": risk}, runtime_profiles={"tight": runtime})
+    text = export_toml(snapshot)
+    assert "shell_network = true" in text and "sandbox_enabled = false" in text
+    assert 'firejail_args = ["--net=none", "--private"]' in text
+    assert "shell_max_processes = 16" in text
+    again = parse_toml(text)
+    assert again.warnings == []
+    assert again.snapshot.risk_profiles["open"] == risk
+    assert again.snapshot.runtime_profiles["tight"] == runtime
+    assert export_toml(again.snapshot) == text
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -451,3 +451,19 @@ def test_delete_of_an_unknown_agent_is_refused() -> None:
         delete_agent(roster(), "ghost")
     with pytest.raises(ValueError, match=r"agents\.ghost is not configured"):
         delete_agent_plan(roster(), "ghost")
+
+
+def test_sandbox_backend_must_be_auto_or_bubblewrap() -> None:
+    risk = RiskProfileSpec(alias="team", sandbox_backend="firejail")
+    assert only_error(make_snapshot(risk_profiles={"team": risk})) == (
+        "risk_profiles.team.sandbox_backend",
+        'risk_profiles.team.sandbox_backend = "firejail" is not a valid backend; expected one of auto, bubblewrap',
+    )
+
+
+def test_shell_limits_must_not_be_negative() -> None:
+    runtime = RuntimeProfileSpec(alias="fast", shell_max_processes=-2)
+    assert only_error(make_snapshot(runtime_profiles={"fast": runtime})) == (
+        "runtime_profiles.fast.shell_max_processes",
+        "runtime_profiles.fast.shell_max_processes must not be negative (got -2)",
+    )

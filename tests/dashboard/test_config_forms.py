@@ -41,6 +41,7 @@ def risk_form(alias: str, **fields: Any) -> dict[str, Any]:
         "workspace_only": "on",
         "block_high_risk_commands": "on",
         "require_approval_for_medium_risk": "on",
+        "sandbox_enabled": "on",
         "delegation_mode": "forbidden",
         "allowed_commands": "git\nls",
     }

@@ -52,6 +52,7 @@ def test_allowing_delegation_adds_the_edge_to_the_map(admin: Client) -> None:
             "workspace_only": "on",
             "block_high_risk_commands": "on",
             "require_approval_for_medium_risk": "on",
+            "sandbox_enabled": "on",
             "delegation_mode": "allow",
             "allowed_commands": "git\nls",
         },

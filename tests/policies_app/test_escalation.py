@@ -262,3 +262,38 @@ def test_ensure_no_escalation_beyond_wraps_the_violation() -> None:
 )
 def test_path_containment(path: str, root: str, inside: bool) -> None:
     assert path_within(path, root) is inside
+
+
+def test_subagent_cannot_turn_on_shell_network_when_the_parent_has_it_off() -> None:
+    assert (
+        escalation_violation(child(shell_network=True), PARENT)
+        == "subagent attempts to set shell_network=true but the parent forbids it"
+    )
+    networked = dataclasses.replace(PARENT, risk=dataclasses.replace(PARENT_RISK, shell_network=True))
+    assert escalation_violation(child(shell_network=False), networked) is None
+
+
+def test_subagent_cannot_turn_the_sandbox_off_when_the_parent_has_it_on() -> None:
+    assert (
+        escalation_violation(child(sandbox_enabled=False), PARENT)
+        == "subagent attempts to set sandbox_enabled=false but the parent enforces it"
+    )
+    with pytest.raises(EscalationError) as caught:
+        ensure_no_escalation_beyond(child(sandbox_enabled=False), PARENT)
+    assert caught.value.message == (
+        "subagent policy override escalates beyond parent: "
+        "subagent attempts to set sandbox_enabled=false but the parent enforces it"
+    )
+
+
+def test_subagent_cannot_raise_a_shell_sandbox_limit() -> None:
+    assert (
+        escalation_violation(child(shell_max_processes=500), PARENT)
+        == "subagent shell_max_processes=500 exceeds parent's 64"
+    )
+    # 0 means the default, on either side.
+    tight = dataclasses.replace(PARENT, runtime=dataclasses.replace(PARENT_RUNTIME, shell_max_memory_mb=512))
+    assert escalation_violation(child(shell_max_memory_mb=0), tight) == (
+        "subagent shell_max_memory_mb=2048 exceeds parent's 512"
+    )
+    assert escalation_violation(child(shell_max_cpu_secs=10, shell_max_file_size_mb=1), PARENT) is None

@@ -292,3 +292,39 @@ def test_tool_specs_describe_the_three_file_tools() -> None:
     assert TOOL_SPECS["file_read"]["parameters"]["required"] == ["path"]
     assert TOOL_SPECS["file_write"]["parameters"]["required"] == ["path", "content"]
     assert TOOL_SPECS["file_list"]["parameters"]["required"] == []
+
+
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/1/environ", "/dev/fd/0", "/sys/kernel/notes"])
+def test_file_tools_never_open_proc_sys_or_dev_whatever_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    monkeypatch.setenv("CLAWBOARD_CANARY", "sk-canary")
+    ctx = context(tmp_path, level="full", workspace_only=False, forbidden_paths=())
+
+    result = file_read(ctx, {"path": path})
+
+    assert not result.success and "sk-canary" not in result.output
+    assert result.error is not None and result.error.startswith(f"Path '{path}' is in /")
+    assert result.error.endswith(", which file tools never open")
+
+
+def test_a_symlink_through_proc_is_judged_by_where_it_leads(tmp_path: Path) -> None:
+    ctx = context(tmp_path, level="full", workspace_only=False, forbidden_paths=())
+    (ctx.workspace / "env").symlink_to("/proc/self/environ")
+
+    assert file_read(ctx, {"path": "env"}).error == "Path 'env' is in /proc, which file tools never open"
+
+
+def test_file_write_replaces_the_name_so_another_hard_link_keeps_its_content(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("kept")
+    os.link(elsewhere, ctx.workspace / "linked.txt")
+    (ctx.workspace / "linked.txt").chmod(0o640)
+
+    assert file_write(ctx, {"path": "linked.txt", "content": "new"}).success
+
+    assert (ctx.workspace / "linked.txt").read_text() == "new"
+    assert elsewhere.read_text() == "kept"
+    assert (ctx.workspace / "linked.txt").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in ctx.workspace.iterdir()) == ["linked.txt"]  # no temporary left

@@ -231,17 +231,20 @@ def test_the_timeout_kills_every_process_the_command_started(tmp_path: Path) -> 
 
 
 def test_only_path_home_lang_and_passed_through_variables_are_visible(tmp_path: Path) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": "/home/agent", "VISIBLE": "yes", "HIDDEN": "no"}
+    env = {"PATH": "/opt/server/bin", "HOME": "/home/server", "VISIBLE": "yes", "HIDDEN": "no"}
     ctx = context(tmp_path, env=env, allowed_commands=("env",), shell_env_passthrough=("VISIBLE", "UNSET"))
 
     ok, output, _ = run(ctx, "env")
 
     assert ok
+    workspace = str(ctx.workspace.resolve())
+    # The sandbox's own PATH and HOME, never the server's; PWD is the current directory.
     assert dict(line.split("=", 1) for line in output.splitlines()) == {
-        "PATH": os.environ["PATH"],
-        "HOME": "/home/agent",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workspace,
         "LANG": "C.UTF-8",
         "VISIBLE": "yes",
+        "PWD": workspace,
     }
 
 
@@ -289,3 +292,16 @@ def test_the_operator_doc_lists_every_high_risk_pattern() -> None:
 
     for pattern in HIGH_RISK_PATTERNS:
         assert f"- `{pattern.name}`: {pattern.description}" in doc
+
+
+def test_a_line_with_too_many_programs_is_refused(tmp_path: Path) -> None:
+    ctx = context(tmp_path, allowed_commands=("echo", "cat"))
+
+    assert run(ctx, "echo a" + " | cat" * 300) == (False, "", "Command line runs more than 256 programs")
+
+
+def test_a_line_with_too_many_redirections_is_refused(tmp_path: Path) -> None:
+    ctx = context(tmp_path, allowed_commands=("echo",))
+
+    assert run(ctx, "echo a" + " > out" * 300) == (False, "", "Command line has more than 256 redirections")
+    assert not (ctx.workspace / "out").exists()

@@ -17,15 +17,23 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from policies_app.policy import blocked_by_readonly, readonly_refusal
+from runs_app.engine.tools import sandbox
 from runs_app.engine.tools.base import LocalToolContext, ToolResult
 from runs_app.engine.tools.paths import PathDenied, resolve_path, workspace_of
 
 MAX_OUTPUT_BYTES = 64 * 1024
+MAX_COMMAND_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_SECS = 60
 MAX_NESTING = 3
+# Each program records the programs before it in its pipeline, so checking is quadratic in the
+# length of one pipeline; this many programs per line keeps that well under a millisecond.
+MAX_PROGRAMS = 256
+# Each redirection target is resolved against the profile's roots (a few syscalls per root).
+MAX_REDIRECTIONS = 256
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SH = "/bin/sh"
 
@@ -377,7 +385,50 @@ class HighRiskPattern:
     name: str
     description: str
     matches: Callable[[Invocation], bool] | None = None
-    text: re.Pattern[str] | None = None  # checked on the raw command line
+    text: Callable[[str], bool] | None = None  # checked on the raw command line, in linear time
+
+
+_WORD_CHARS = re.compile(r"[^\s(){}|;&<>]+")
+_FUNCTION_HEAD = re.compile(r"\(\s*\)\s*\{")
+_PIPE = re.compile(r"\|")
+
+
+def _word_before(text: str, end: int) -> str:
+    """The word of `_WORD_CHARS` that ends at `end`, after skipping blanks backwards."""
+    i = end
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    j = i
+    while j > 0 and not (text[j - 1].isspace() or text[j - 1] in "(){}|;&<>"):
+        j -= 1
+    return text[j:i]
+
+
+def _defines_self_piping_function(text: str) -> bool:
+    """`name() { ... name | name ...}`, found in one pass: every step only looks at the blanks and
+    the word next to a `(`, `|` or `}`, so the time is linear in the length of the line (a regular
+    expression with a back-reference took minutes on one long word)."""
+    events: list[tuple[int, str, str]] = []
+    for head in _FUNCTION_HEAD.finditer(text):
+        events.append((head.end(), "head", _word_before(text, head.start())))
+    for pipe in _PIPE.finditer(text):
+        start = pipe.end()
+        while start < len(text) and text[start].isspace():
+            start += 1
+        after = _WORD_CHARS.match(text, start)
+        before = _word_before(text, pipe.start())
+        if before and after and after.group() == before:
+            events.append((pipe.start(), "pipe", before))
+    events += [(i, "close", "") for i, c in enumerate(text) if c == "}"]
+    open_functions: set[str] = set()
+    for _, kind, name in sorted(events):
+        if kind == "head" and name:
+            open_functions.add(name)
+        elif kind == "close":
+            open_functions.clear()
+        elif kind == "pipe" and name in open_functions:
+            return True
+    return False
 
 
 def _short_options(args: tuple[str, ...]) -> Iterator[str]:
@@ -478,7 +529,7 @@ HIGH_RISK_PATTERNS: tuple[HighRiskPattern, ...] = (
     HighRiskPattern(
         "fork-bomb",
         "a function that pipes into itself, such as `:(){ :|:& };:`",
-        text=re.compile(r"(?P<f>[^\s(){}|;&<>]+)\s*\(\s*\)\s*\{[^}]*(?P=f)\s*\|\s*(?P=f)"),
+        text=_defines_self_piping_function,
     ),
     HighRiskPattern(
         "device-write",
@@ -524,11 +575,13 @@ def _analyse(script: str, ctx: LocalToolContext, plan: _Plan, depth: int = 0) ->
         raise CommandRejected("Command nesting is too deep")
     if ctx.risk.block_high_risk_commands:
         # Before lexing: a fork bomb is also refused as shell syntax, but it deserves this message.
-        if any(p.text is not None and p.text.search(script) for p in HIGH_RISK_PATTERNS):
+        if any(p.text is not None and p.text(script) for p in HIGH_RISK_PATTERNS):
             raise plan.high_risk()
     commands = _commands(_Lexer(script).tokens_of())
     pipeline: tuple[str, ...] = ()
     for cmd in commands:
+        if len(plan.invocations) >= MAX_PROGRAMS:
+            raise CommandRejected(f"Command line runs more than {MAX_PROGRAMS} programs")
         writes: list[str] = []
         for op, target in cmd.redirections:
             base = op.lstrip("0123456789")
@@ -546,6 +599,8 @@ def _analyse(script: str, ctx: LocalToolContext, plan: _Plan, depth: int = 0) ->
             if base in READ_REDIRECTIONS:
                 plan.reads.append(target.text)
         plan.writes += writes
+        if len(plan.reads) + len(plan.writes) > MAX_REDIRECTIONS:
+            raise CommandRejected(f"Command line has more than {MAX_REDIRECTIONS} redirections")
         words = _strip_assignments(cmd.words)
         before = len(plan.invocations)
         if words:
@@ -616,7 +671,7 @@ def check_command(ctx: LocalToolContext, command: str) -> list[str] | None:
         if word and not _is_allowed(word, inv.name, ctx.risk.allowed_commands):
             raise CommandRejected(f"Command '{os.path.basename(word)}' is not in allowed_commands")
     for targets, for_write in ((plan.reads, False), (plan.writes, True)):
-        for target in targets:
+        for target in dict.fromkeys(targets):
             if os.path.normpath(target) in HARMLESS_DEVICES or _under(target, ("/dev/fd",)):
                 continue
             try:
@@ -648,11 +703,9 @@ class _Capture(threading.Thread):
 
 
 def _environment(ctx: LocalToolContext, workspace: str) -> dict[str, str]:
-    env = {
-        "PATH": ctx.env.get("PATH") or DEFAULT_PATH,
-        "HOME": ctx.env.get("HOME") or workspace,
-        "LANG": ctx.env.get("LANG") or "C.UTF-8",
-    }
+    """PATH, HOME, LANG and the profile's passthrough names: nothing else of `ctx.env` (the
+    server's environment, provider keys included) reaches the command."""
+    env = {"PATH": DEFAULT_PATH, "HOME": workspace, "LANG": ctx.env.get("LANG") or "C.UTF-8"}
     for name in ctx.risk.shell_env_passthrough:
         if _NAME.fullmatch(name) and name in ctx.env:
             env[name] = ctx.env[name]
@@ -679,6 +732,19 @@ def _output(out: _Capture, err: _Capture) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def sandbox_refusal(ctx: LocalToolContext) -> str | None:
+    """Why `shell` must not run for this profile on this host, or None (SPEC §7: no sandbox, no shell)."""
+    if not ctx.risk.sandbox_enabled:
+        return None
+    state = sandbox.status()
+    if state.available:
+        return None
+    return (
+        f"Shell sandbox unavailable: {state.detail}. shell does not run without it; "
+        "a risk profile may set sandbox_enabled = false to run commands unsandboxed"
+    )
+
+
 def run_command(ctx: LocalToolContext, command: str, argv: list[str] | None) -> ToolResult:
     workspace = workspace_of(ctx)
     timeout = ctx.runtime.shell_timeout_secs if ctx.runtime.shell_timeout_secs > 0 else DEFAULT_TIMEOUT_SECS
@@ -688,8 +754,23 @@ def run_command(ctx: LocalToolContext, command: str, argv: list[str] | None) -> 
         argv = None
     try:
         workspace.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return ToolResult.fail(f"Cannot run command: {exc.strerror or exc}")
+    program = argv or [SH, "-c", command]
+    if not ctx.risk.sandbox_enabled:
+        return _run(program, workspace, env, timeout)
+    with sandbox.staged_write_only_roots(ctx.risk, workspace) as staged:
+        full = sandbox.command_argv(ctx.risk, ctx.runtime, workspace, program, staged=staged)
+        with sandbox.process_cgroup(ctx.runtime) as procs:
+            return _run(
+                full if procs is None else sandbox.enter_cgroup_argv(procs, full), workspace, env, timeout
+            )
+
+
+def _run(program: list[str], workspace: Path, env: dict[str, str], timeout: int) -> ToolResult:
+    try:
         proc = subprocess.Popen(
-            argv or [SH, "-c", command],
+            program,
             cwd=workspace,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -698,7 +779,7 @@ def run_command(ctx: LocalToolContext, command: str, argv: list[str] | None) -> 
             start_new_session=True,  # its own process group, so a timeout kills every descendant
         )
     except FileNotFoundError:
-        return ToolResult.fail(f"Command not found: {argv[0] if argv else SH}")
+        return ToolResult.fail(f"Command not found: {program[0]}")
     except OSError as exc:
         return ToolResult.fail(f"Cannot run command: {exc.strerror or exc}")
     assert proc.stdout is not None and proc.stderr is not None
@@ -710,7 +791,8 @@ def run_command(ctx: LocalToolContext, command: str, argv: list[str] | None) -> 
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-    # Also after a normal exit: nothing the command left behind outlives the tool call.
+    # Also after a normal exit: nothing the command left behind outlives the tool call. In the
+    # sandbox, bwrap dies with its group and the kernel then ends its whole PID namespace.
     _kill_group(proc.pid)
     proc.wait()
     for capture in (out, err):
@@ -737,8 +819,14 @@ def shell(ctx: LocalToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult.fail("Missing 'command' parameter")
     if not isinstance(command, str):
         return ToolResult.fail("'command' must be a string")
+    size = len(command.encode("utf-8", "replace"))
+    if size > MAX_COMMAND_BYTES:
+        return ToolResult.fail(f"Command is too long ({size} bytes); the limit is {MAX_COMMAND_BYTES} bytes")
     try:
         argv = check_command(ctx, command)
     except CommandRejected as exc:
         return ToolResult.fail(exc.message)
+    refusal = sandbox_refusal(ctx)
+    if refusal is not None:
+        return ToolResult.fail(refusal)
     return run_command(ctx, command, argv)
