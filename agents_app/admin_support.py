@@ -21,6 +21,7 @@ from django.http import HttpRequest
 
 from agents_app.config_io import ConfigParseError, ConfigShapeError, document_to_snapshot
 from agents_app.representation import entry_to_document_body, spec_types
+from agents_app.secrets import StoredSecret
 from agents_app.selectors import config_snapshot_get
 from agents_app.services import ConfigValidationError, config_update
 from agents_app.snapshot import ConfigSnapshot
@@ -55,6 +56,9 @@ def _instance_entry(section: str, obj: Any) -> dict[str, Any]:
             data.setdefault("pricing", {})[name] = value
         elif name == "delegation_mode":
             data["delegation_policy"] = {"mode": value}
+        elif name == "api_key":  # the stored token (the form does not edit it)
+            if value:
+                data[name] = StoredSecret(value)
         else:
             data[name] = value
     return data

@@ -71,7 +71,8 @@ class AgentForm(forms.Form):
             "model_provider": d["model_provider"],
             "risk_profile": d["risk_profile"],
             "runtime_profile": d["runtime_profile"],
-            "system_prompt": d["system_prompt"],
+            # Browsers send a textarea's newlines as CRLF; the prompt means LF.
+            "system_prompt": d["system_prompt"].replace("\r\n", "\n"),
             "delegate_same_risk_profile": d["delegate_same_risk_profile"],
             "delegates": self.delegates(),
             "read_memory_from": list(d["read_memory_from"]),
@@ -92,6 +93,13 @@ class ProviderForm(forms.Form):
     model = forms.CharField(required=False)
     uri = forms.CharField(required=False, label="URI")
     api_key_env = forms.CharField(required=False, label="API key environment variable")
+    api_key = forms.CharField(
+        required=False,
+        strip=False,
+        label="API key (stored encrypted)",
+        widget=forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"}),
+        help_text="leave ******** to keep the stored key; empty = none; the variable above wins when set",
+    )
     temperature = forms.FloatField(required=False)
     timeout_secs = forms.IntegerField(min_value=1, initial=60)
     max_tokens = forms.IntegerField(required=False, min_value=1)
@@ -124,6 +132,7 @@ class ProviderForm(forms.Form):
             "model": d["model"],
             "uri": d["uri"],
             "api_key_env": d["api_key_env"],
+            "api_key": d["api_key"],
             "temperature": d["temperature"],
             "timeout_secs": d["timeout_secs"],
             "max_tokens": d["max_tokens"],
