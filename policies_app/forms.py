@@ -54,7 +54,15 @@ class RiskProfileForm(forms.Form):
         out: dict[str, list[str]] = {}
         for field, column in GRID_COLUMNS:
             picked = [t for t in (*ALL_TOOLS, WILDCARD) if self.data.get(f"{column}__{t}")]
-            out[field] = picked
+            # Rows for names outside the registry (saved before names were checked) come back
+            # too, so the validator reports them rather than the form dropping them silently.
+            prefix = f"{column}__"
+            extra = sorted(
+                key[len(prefix) :]
+                for key in self.data
+                if key.startswith(prefix) and key[len(prefix) :] not in picked and self.data.get(key)
+            )
+            out[field] = picked + extra
         return out
 
     def to_body(self) -> dict[str, Any]:
