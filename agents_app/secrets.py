@@ -15,6 +15,7 @@ not a disk."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 from pathlib import Path
@@ -25,6 +26,7 @@ from django.conf import settings
 from agents_app.snapshot import ConfigSnapshot, ProviderSpec
 
 Error = tuple[str, str]
+log = logging.getLogger(__name__)
 
 MASK = "********"
 KEY_FILE_NAME = "encryption-key.txt"
@@ -165,7 +167,11 @@ def provider_api_key(spec: ProviderSpec) -> str:
         if from_env:
             return from_env
     if spec.api_key and not isinstance(spec.api_key, SecretInput):
-        return decrypt(spec.api_key)
+        try:
+            return decrypt(spec.api_key)
+        except SecretsUnavailable as exc:
+            # The call then fails to authenticate; the reason goes to the log, never the key.
+            log.warning("provider %s: %s", spec.ref, exc)
     return ""
 
 
