@@ -53,3 +53,19 @@ def choice_param(request: Request, name: str, choices: Iterable[str]) -> str | N
     if raw not in options:
         raise ValidationError({name: [f'{name} must be one of {", ".join(options)} (got "{raw}")']})
     return raw
+
+
+def page_params(request: Request, *, default_limit: int, max_limit: int) -> tuple[int, int]:
+    """`limit` (1..max_limit) and `offset` (>= 0), both errors reported at once."""
+    errors: dict[str, list[str]] = {}
+    values: dict[str, int] = {}
+    for name, default, high in (("limit", default_limit, max_limit), ("offset", 0, None)):
+        try:
+            values[name] = int_param(
+                request, name, default=default, low=1 if name == "limit" else 0, high=high
+            )
+        except ValidationError as exc:
+            errors.update(exc.detail)  # type: ignore[arg-type]
+    if errors:
+        raise ValidationError(errors)
+    return values["limit"], values["offset"]
