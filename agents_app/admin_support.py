@@ -26,6 +26,7 @@ from agents_app.selectors import config_snapshot_get
 from agents_app.services import ConfigValidationError, config_update
 from agents_app.snapshot import ConfigSnapshot
 from agents_app.validation import delete_agent_plan, validate_new_agent_alias, validate_snapshot
+from agents_app.web import without_null_character_check
 
 # (snapshot, old key or None, new key, spec or None for delete) -> snapshot
 Mutator = Callable[[ConfigSnapshot, str | None, str | None, Any], ConfigSnapshot]
@@ -100,6 +101,10 @@ class ConfigModelForm(forms.ModelForm):
     mutator: Mutator
     key_of: Callable[[Any], str]
     config_spec: Any = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}

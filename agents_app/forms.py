@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from agents_app.snapshot import ConfigSnapshot
-from agents_app.web import lines
+from agents_app.web import lines, without_null_character_check
 
 MODES = [("bounded", "bounded"), ("independent", "independent")]
 
@@ -40,6 +40,7 @@ class AgentForm(forms.Form):
         )
         self._choices("read_memory_from", [(a, a) for a in snapshot.agents])
         self.fields["model_provider"].required = False
+        without_null_character_check(self)
 
     def _refs(self, name: str, configured: Any) -> list[tuple[str, str]]:
         values = sorted(configured)
@@ -112,6 +113,10 @@ class ProviderForm(forms.Form):
     script = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}), required=False, help_text="JSON (scripted only)"
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def clean_script(self) -> Any:
         raw = self.cleaned_data.get("script") or ""

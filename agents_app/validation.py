@@ -42,7 +42,7 @@ MAX_LENGTHS: dict[str, int] = {
     "uri": 500,
     "api_key_env": 128,
     "workspace": 500,
-    # Four prompts this long still export to less than the 1 MiB an import accepts.
+    # A prompt this long still fits in the 1 MiB an import accepts (the whole export is checked too).
     "system_prompt": 262_144,
 }
 # Caps on every list of the configuration (docs/configuration.md, "Limits"). They are checked

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from agents_app.web import lines
+from agents_app.web import lines, without_null_character_check
 from policies_app.policy import ALL_TOOLS, WILDCARD
 from policies_app.presets import PRESETS
 
@@ -48,6 +48,7 @@ class RiskProfileForm(forms.Form):
             self.fields[name] = forms.CharField(
                 widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text="one per line"
             )
+        without_null_character_check(self)
 
     def grid(self) -> dict[str, list[str]]:
         """The four tool lists from the permission grid's checkboxes (`allow__shell`, `ask__*`)."""
@@ -111,6 +112,10 @@ class RuntimeProfileForm(forms.Form):
     max_children_per_run = forms.IntegerField(initial=5, help_text="1..20")
     subagent_timeout_secs = forms.IntegerField(min_value=0, initial=0, help_text="0 = none")
     max_output_tokens = forms.IntegerField(min_value=0, initial=0, help_text="0 = none")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def to_body(self) -> dict[str, Any]:
         body = dict(self.cleaned_data)
