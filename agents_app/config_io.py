@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import copy
 import difflib
+import json
 import re
 import tomllib
 from collections import Counter
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import tomlkit
-from tomlkit.items import Array, Item, Table
+from tomlkit.items import Array, Item, String, StringType, Table, Trivia, Whitespace
 
 from agents_app import legacy
 from agents_app.secrets import MASK, ZEROCLAW_ENCRYPTED_PREFIXES, SecretInput, StoredSecret
@@ -741,15 +742,30 @@ def _inline_item(value: Any) -> Item:
             table.append(None, tomlkit.ws(" "))
         return table
     if isinstance(value, list | tuple):
-        array = tomlkit.array()
-        for sub in value:
-            array.append(_inline_item(sub))
-        return array
+        # Built in one go: tomlkit's append re-indexes the whole array each time (quadratic;
+        # seconds for a list of 1,000 commands). The same items and separators append writes.
+        parts: list[Item] = []
+        for i, sub in enumerate(value):
+            if i:
+                parts += [Whitespace(","), Whitespace(" ")]
+            parts.append(_inline_item(sub))
+        return Array(parts, Trivia())
+    if isinstance(value, str):
+        return _basic_string(value)
     return tomlkit.item(value)
 
 
+def _basic_string(text: str) -> Item:
+    """A one-line TOML string. JSON's escapes are TOML's (DEL aside, which TOML wants escaped),
+    and json's C encoder is far faster than tomlkit's escaping for big lists."""
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1].replace("\x7f", "\\u007f")
+    return String(StringType.SLB, text, escaped, Trivia())
+
+
 def _string_item(text: str) -> Item:
-    if "\n" in text and "\r" not in text:
+    if "\n" not in text:
+        return _basic_string(text)
+    if "\r" not in text:
         candidate = tomlkit.string(text, multiline=True)
         # Multi-line strings trim a leading newline and treat some endings specially; only keep
         # the readable form when it provably reads back as the same text.
