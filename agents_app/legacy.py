@@ -228,6 +228,13 @@ def migrate(doc: Mapping[str, Any], version: int | None) -> tuple[dict[str, Any]
         }
         notes.append(f"the main agent -> agents.default (model_provider = {default_name}.default)")
 
+    for ty, by_alias in models.items():
+        for alias, entry in by_alias.items():
+            key = entry.get("api_key")
+            # ZeroClaw's own template puts Ollama's base URL in the top-level api_key.
+            if isinstance(key, str) and key.startswith(("http://", "https://")) and not entry.get("uri"):
+                entry["uri"] = entry.pop("api_key")
+                notes.append(f"providers.models.{ty}.{alias}: api_key holds a URL; read as uri")
     if models:
         providers = dict(_table(out.get("providers")) or {})
         providers["models"] = models

@@ -884,3 +884,26 @@ def test_an_unknown_export_format_is_a_field_error(viewer_api: APIClient) -> Non
     response = viewer_api.get(f"{V1}/config/?format=yaml")
     assert response.status_code == 400
     assert response.json() == errors_of(("format", 'format must be one of json, api, toml (got "yaml")'))
+
+
+def test_zeroclaws_own_template_imports_its_ollama_provider_and_main_agent(admin_api: APIClient) -> None:
+    # The shape of ZeroClaw's dev/config.template.toml: a v1 file whose api_key is Ollama's URL.
+    text = (
+        'workspace_dir = "/zeroclaw-data/workspace"\n'
+        'api_key = "http://host.docker.internal:11434"\n'
+        'default_provider = "ollama"\ndefault_model = "llama3.2"\ndefault_temperature = 0.7\n'
+        "[gateway]\nport = 42617\n"
+    )
+    response = post_toml(admin_api, text, "?prune=true")
+    assert response.status_code == 200, response.json()
+    assert "providers.models.ollama.default: api_key holds a URL; read as uri" in response.json()["warnings"]
+    changes = response.json()["changes"]
+    assert {"+ providers.models.ollama.default", "+ risk_profiles.default", "+ agents.default"} <= set(changes)
+    ollama = config_snapshot_get().providers["ollama.default"]
+    assert (ollama.model, ollama.uri, ollama.temperature, ollama.api_key) == (
+        "llama3.2",
+        "http://host.docker.internal:11434",
+        0.7,
+        "",
+    )
+    assert config_snapshot_get().agents["default"].model_provider == "ollama.default"
