@@ -486,13 +486,17 @@ def _validate_provider(snapshot: ConfigSnapshot, spec: ProviderSpec) -> list[Err
 
 
 def _script_text_errors(path: str, script: object) -> list[Error]:
-    """Control characters anywhere in a script (keys and strings; texts may hold newlines)."""
+    """Control characters anywhere in a script (keys and strings; texts may hold newlines),
+    and numbers JSON cannot hold."""
     errors: list[Error] = []
     stack: list[tuple[str, object]] = [(path, script)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, str):
             errors.extend(_text_errors(where, item, multiline=True))
+        elif isinstance(item, float) and not math.isfinite(item):
+            # JSON has no NaN nor infinity: PostgreSQL's jsonb refuses them.
+            errors.append((where, f"{where} must be a finite number (got {item!r})"))
         elif isinstance(item, dict):
             for key, sub in item.items():
                 errors.extend(_text_errors(f"{where}.{key}", str(key)))

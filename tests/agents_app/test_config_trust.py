@@ -535,6 +535,17 @@ def test_scripts_are_compiled_when_saved(admin_api: APIClient, script: Any, path
     assert response.json() == errors_of((path, message))
 
 
+def test_a_script_number_json_cannot_hold_is_refused(admin_api: APIClient) -> None:
+    text = BASE_TOML.replace(
+        '[providers.models.scripted.spare]\nmodel = "spare-1"\n',
+        '[providers.models.scripted.spare]\nmodel = "spare-1"\n'
+        'script = [{ turns = [{ tool_calls = [{ name = "shell", arguments = { n = inf } }] }] }]\n',
+    )
+    response = post_toml(admin_api, text)
+    path = "providers.models.scripted.spare.script[0].turns[0].tool_calls[0].arguments.n"
+    assert response.json() == errors_of((path, f"{path} must be a finite number (got inf)"))
+
+
 def test_prices_are_bounded(admin_api: APIClient) -> None:
     response = patch(admin_api, "providers/scripted.demo/", {"pricing": {"input_per_mtok_cents": 1e308}})
     assert response.json() == errors_of(
@@ -898,7 +909,9 @@ def test_zeroclaws_own_template_imports_its_ollama_provider_and_main_agent(admin
     assert response.status_code == 200, response.json()
     assert "providers.models.ollama.default: api_key holds a URL; read as uri" in response.json()["warnings"]
     changes = response.json()["changes"]
-    assert {"+ providers.models.ollama.default", "+ risk_profiles.default", "+ agents.default"} <= set(changes)
+    assert {"+ providers.models.ollama.default", "+ risk_profiles.default", "+ agents.default"} <= set(
+        changes
+    )
     ollama = config_snapshot_get().providers["ollama.default"]
     assert (ollama.model, ollama.uri, ollama.temperature, ollama.api_key) == (
         "llama3.2",
