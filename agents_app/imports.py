@@ -14,7 +14,7 @@ from typing import Any
 
 from agents_app.config_io import ImportResult
 from agents_app.selectors import config_snapshot_get
-from agents_app.services import ConfigValidationError, config_prepare, config_update
+from agents_app.services import ConfigValidationError, config_prepare, config_update_prepared
 from agents_app.snapshot import ConfigSnapshot
 
 Error = tuple[str, str]
@@ -91,16 +91,24 @@ def import_plan(result: ImportResult, *, prune: bool, old: ConfigSnapshot | None
 def import_apply(
     result: ImportResult, *, prune: bool, user: Any = None, summary: str = "import"
 ) -> tuple[ImportPlan, Any]:
-    """Import for real: the plan (as a dry run shows it) and the revision (None: no change).
-    Raises ConfigValidationError when the plan has errors."""
-    plan = import_plan(result, prune=prune)
-    if plan.errors:
-        raise ConfigValidationError(plan.errors)
+    """Import for real: the plan as saved (what a dry run shows) and the revision (None: no
+    change). Raises ConfigValidationError with every error."""
+    kept: list[str] = []
 
     def mutate(current: ConfigSnapshot) -> ConfigSnapshot:
         # Kept entries are taken from the configuration as it is at the save.
+        nonlocal kept
         if prune:
             return result.snapshot
-        return keep_absent(current, result.snapshot, has_delegate=result.has_delegate)[0]
+        snapshot, kept = keep_absent(current, result.snapshot, has_delegate=result.has_delegate)
+        return snapshot
 
-    return plan, config_update(mutate=mutate, user=user, summary=summary)[1]
+    prepared, revision = config_update_prepared(mutate=mutate, user=user, summary=summary)
+    plan = ImportPlan(
+        snapshot=prepared.snapshot,
+        warnings=list(result.warnings),
+        changes=prepared.changes,
+        diff=prepared.diff,
+        kept=kept,
+    )
+    return plan, revision

@@ -157,6 +157,13 @@ _OPTIMISTIC_ATTEMPTS = 3
 def config_update(
     *, mutate: Callable[[ConfigSnapshot], ConfigSnapshot], user: Any = None, summary: str = ""
 ) -> tuple[ConfigSnapshot, ConfigRevision | None]:
+    prepared, revision = config_update_prepared(mutate=mutate, user=user, summary=summary)
+    return prepared.snapshot, revision
+
+
+def config_update_prepared(
+    *, mutate: Callable[[ConfigSnapshot], ConfigSnapshot], user: Any = None, summary: str = ""
+) -> tuple[PreparedChange, ConfigRevision | None]:
     """Apply one change to the current configuration, validated as a whole, atomically.
 
     The change, its validation, TOML and diff are worked out before the write transaction
@@ -171,12 +178,12 @@ def config_update(
         with transaction.atomic():
             _lock_configuration()
             if config_snapshot_get() == old:
-                return prepared.snapshot, _commit(prepared, user, summary)
+                return prepared, _commit(prepared, user, summary)
     with transaction.atomic():
         _lock_configuration()
         old = config_snapshot_get()
         prepared = config_prepare(old=old, new=mutate(old))
-        return prepared.snapshot, _commit(prepared, user, summary)
+        return prepared, _commit(prepared, user, summary)
 
 
 def config_replace(*, snapshot: ConfigSnapshot, user: Any = None, summary: str = "") -> ConfigRevision | None:

@@ -193,9 +193,16 @@ class ConfigApi(APIView):
             raise ConfigInvalid([("", str(exc))]) from exc
         except ConfigShapeError as exc:
             raise ConfigInvalid(list(exc.errors)) from exc
-        plan = import_plan(result, prune=prune)
-        if plan.errors:
-            raise ConfigInvalid(plan.errors)
+        revision: Any = None
+        if dry_run:
+            plan = import_plan(result, prune=prune)
+            if plan.errors:
+                raise ConfigInvalid(plan.errors)
+        else:
+            try:
+                plan, revision = import_apply(result, prune=prune, user=request.user, summary="import")
+            except ConfigValidationError as exc:
+                raise ConfigInvalid(exc.errors) from exc
         body: dict[str, Any] = {
             "dry_run": dry_run,
             "prune": prune,
@@ -206,10 +213,6 @@ class ConfigApi(APIView):
             "diff": plan.diff,
         }
         if not dry_run:
-            try:
-                _, revision = import_apply(result, prune=prune, user=request.user, summary="import")
-            except ConfigValidationError as exc:
-                raise ConfigInvalid(exc.errors) from exc
             body["revision"] = revision.pk if revision else None
         return Response(body)
 

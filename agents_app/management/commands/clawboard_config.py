@@ -48,19 +48,24 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except ConfigShapeError as exc:
             raise CommandError("\n".join(m for _, m in exc.errors)) from exc
-        plan = import_plan(result, prune=options["prune"])
-        for warning in plan.warnings:
+        for warning in result.warnings:
             self.stderr.write(f"warning: {warning}")
-        if plan.errors:
-            raise CommandError("\n".join(m for _, m in plan.errors))
+        revision = None
+        if options["dry_run"]:
+            plan = import_plan(result, prune=options["prune"])
+            if plan.errors:
+                raise CommandError("\n".join(m for _, m in plan.errors))
+        else:
+            try:
+                plan, revision = import_apply(
+                    result, prune=options["prune"], summary=f"import {options['file']}"
+                )
+            except ConfigValidationError as exc:
+                raise CommandError("\n".join(m for _, m in exc.errors)) from exc
         for line in plan.summary_lines()[len(plan.warnings) :]:
             self.stdout.write(line)
         if options["dry_run"]:
             self.stdout.write(plan.diff, ending="")
             self.stdout.write("dry run: nothing changed")
             return
-        try:
-            _, revision = import_apply(result, prune=options["prune"], summary=f"import {options['file']}")
-        except ConfigValidationError as exc:
-            raise CommandError("\n".join(m for _, m in exc.errors)) from exc
         self.stdout.write(f"imported: revision {revision.pk}" if revision else "no change")
