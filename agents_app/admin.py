@@ -32,6 +32,8 @@ class AgentAdmin(ConfigAdmin):
 class ModelProviderAdmin(ConfigAdmin):
     list_display = ("type", "alias", "model", "uri", "api_key_env")
     search_fields = ("alias", "model")
+    # The stored key is a Fernet token, never shown nor edited here (REST, TOML or the dashboard).
+    exclude = ("api_key",)
     section = "providers"
     mutator = staticmethod(replace_entry("providers"))
     key_of = staticmethod(lambda obj: f"{obj.type}.{obj.alias}")

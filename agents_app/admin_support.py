@@ -21,10 +21,12 @@ from django.http import HttpRequest
 
 from agents_app.config_io import ConfigParseError, ConfigShapeError, document_to_snapshot
 from agents_app.representation import entry_to_document_body, spec_types
+from agents_app.secrets import StoredSecret
 from agents_app.selectors import config_snapshot_get
 from agents_app.services import ConfigValidationError, config_update
 from agents_app.snapshot import ConfigSnapshot
 from agents_app.validation import delete_agent_plan, validate_new_agent_alias, validate_snapshot
+from agents_app.web import without_null_character_check
 
 # (snapshot, old key or None, new key, spec or None for delete) -> snapshot
 Mutator = Callable[[ConfigSnapshot, str | None, str | None, Any], ConfigSnapshot]
@@ -55,6 +57,9 @@ def _instance_entry(section: str, obj: Any) -> dict[str, Any]:
             data.setdefault("pricing", {})[name] = value
         elif name == "delegation_mode":
             data["delegation_policy"] = {"mode": value}
+        elif name == "api_key":  # the stored token (the form does not edit it)
+            if value:
+                data[name] = StoredSecret(value)
         else:
             data[name] = value
     return data
@@ -96,6 +101,10 @@ class ConfigModelForm(forms.ModelForm):
     mutator: Mutator
     key_of: Callable[[Any], str]
     config_spec: Any = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}

@@ -25,20 +25,32 @@ Export always writes `read_memory_from` on the agent itself.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import difflib
+import json
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import tomlkit
-from tomlkit.items import Array, Item, Table
+from tomlkit.items import Array, Item, String, StringType, Table, Trivia, Whitespace
 
-from agents_app.snapshot import AgentSpec, ConfigSnapshot, DelegateEntry, ProviderSpec
+from agents_app import legacy
+from agents_app.secrets import MASK, ZEROCLAW_ENCRYPTED_PREFIXES, SecretInput, StoredSecret
+from agents_app.snapshot import FAMILY_DEFAULT_MODELS, AgentSpec, ConfigSnapshot, DelegateEntry, ProviderSpec
+from agents_app.validation import MAX_LIST_ENTRIES, list_cap_errors
 from agents_app.validation import quote as _q
-from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
+from policies_app.policy import ALL_TOOLS
+from policies_app.specs import (
+    DelegateGlobals,
+    RiskProfileSpec,
+    RuntimeProfileSpec,
+    with_always_auto_approved,
+)
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
 MAX_NESTING_DEPTH = 20
@@ -46,6 +58,28 @@ MAX_NESTING_DEPTH = 20
 _MAX_INLINE_WIDTH = 100
 
 _SECTIONS: tuple[str, ...] = ("delegate", "providers", "risk_profiles", "runtime_profiles", "agents")
+NOTHING_RECOGNISED = (
+    "nothing in this file was recognised as Clawboard or ZeroClaw configuration; sections seen: {}"
+)
+# Tools of ZeroClaw (built-in, optional and external adapters) that Clawboard does not provide.
+# In an import they are left out of tool lists with a warning; so is any MCP tool
+# (`<server>__<tool>`). Any other unknown name stays an error (a typo must not weaken a list).
+ZEROCLAW_ONLY_TOOLS: frozenset[str] = frozenset(
+    {
+        "file_edit", "glob_search", "content_search", "memory_forget", "web_fetch", "git_operations",
+        "browser", "browser_open", "browser_delegate", "screenshot", "text_browser", "pushover",
+        "weather", "web_search_tool", "web_search", "image_gen", "image_info", "email_read",
+        "email_search", "calculator", "tool_search", "http_request", "cron_add", "cron_list",
+        "cron_remove", "cron_run", "cron_runs", "cron_update", "schedule", "composio", "delegate_coordination_status",
+        "model_routing_config", "proxy_config", "sessions_list", "sessions_history", "sessions_send",
+        "sessions_spawn", "hardware_board_info", "hardware_memory_map", "hardware_memory_read",
+        "lsp", "apply_patch", "todo_write", "ask_user",
+    }
+)  # fmt: skip
+_IMPORT_TOOL_LISTS: dict[str, tuple[str, ...]] = {
+    "risk_profiles": ("allowed_tools", "excluded_tools", "auto_approve", "always_ask"),
+    "runtime_profiles": ("tool_call_dedup_exempt",),
+}
 # ZeroClaw's dashboard wrote this sentinel for "no tool allowed" before `deny_all_tools` existed.
 _LEGACY_DENY_ALL_SENTINEL = "__none__"
 
@@ -74,6 +108,10 @@ class ConfigShapeError(ValueError):
 class ImportResult:
     snapshot: ConfigSnapshot
     warnings: list[str] = field(default_factory=list)
+    # The top-level keys of the document, and which sections it has (an import keeps what a
+    # file does not mention; see agents_app.imports).
+    sections_seen: tuple[str, ...] = ()
+    has_delegate: bool = True
 
 
 # --- field tables ---------------------------------------------------------------------------------
@@ -181,7 +219,7 @@ _KIND_TEXT: dict[str, str] = {
 # --- reading --------------------------------------------------------------------------------------
 
 
-def parse_toml(text: str | bytes) -> ImportResult:
+def parse_toml(text: str | bytes, *, zeroclaw: bool = True) -> ImportResult:
     """Parses a Clawboard or ZeroClaw `config.toml` into a snapshot (not yet validated)."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_DOCUMENT_BYTES:
@@ -199,20 +237,44 @@ def parse_toml(text: str | bytes) -> ImportResult:
         raise ConfigParseError(f"invalid TOML: {exc}", line, column) from exc
     except RecursionError as exc:
         raise ConfigParseError(_too_deep_message()) from exc
-    return document_to_snapshot(data)
+    return document_to_snapshot(data, zeroclaw=zeroclaw)
 
 
-def document_to_snapshot(doc: Mapping[str, Any]) -> ImportResult:
-    """Reads a parsed document (TOML, or a JSON body of the same shape)."""
+def document_to_snapshot(doc: Mapping[str, Any], *, zeroclaw: bool = False) -> ImportResult:
+    """Reads a parsed document (TOML, or a JSON body of the same shape).
+
+    `zeroclaw` is the import of a whole file (TOML or JSON, REST, dashboard or command
+    line): ZeroClaw's schema versions are migrated, ZeroClaw-only tool names are left out of
+    tool lists with a warning, a provider without `model` takes its family's default, and a
+    file in which nothing is recognised is refused. Without it (one entry edited through
+    REST, the dashboard or the admin) the document is Clawboard's own shape, read strictly."""
     if not isinstance(doc, Mapping):
         raise ConfigShapeError([("", "the configuration must be a table (a JSON object)")])
     if _depth_exceeds(doc, MAX_NESTING_DEPTH):
         raise ConfigParseError(_too_deep_message())
-    reader = _Reader()
+    seen = tuple(str(k) for k in doc)
+    reader = _Reader(zeroclaw=zeroclaw)
+    if zeroclaw:
+        try:
+            version = legacy.schema_version(doc)
+        except legacy.SchemaVersionError as exc:
+            raise ConfigShapeError([("schema_version", str(exc))]) from exc
+        if legacy.is_legacy(doc, version):
+            doc, notes, skipped = legacy.migrate(doc, version)
+            reader.warnings.extend(notes)
+            for path in skipped:
+                reader.skip_field(path)
+        elif version is not None:
+            doc = {k: v for k, v in doc.items() if k != "schema_version"}
+            reader.skip_key("schema_version")
+        if not any(key in doc for key in _SECTIONS):
+            raise ConfigShapeError([("", NOTHING_RECOGNISED.format(", ".join(seen) or "(none)"))])
     snapshot = reader.read(doc)
     if reader.errors:
         raise ConfigShapeError(reader.errors)
-    return ImportResult(snapshot=snapshot, warnings=reader.warnings)
+    return ImportResult(
+        snapshot=snapshot, warnings=reader.warnings, sections_seen=seen, has_delegate="delegate" in doc
+    )
 
 
 def _too_deep_message() -> str:
@@ -241,7 +303,8 @@ def _is_int(value: Any) -> bool:
 
 
 class _Reader:
-    def __init__(self) -> None:
+    def __init__(self, *, zeroclaw: bool = False) -> None:
+        self.zeroclaw = zeroclaw
         self.errors: list[ShapeError] = []
         self.warnings: list[str] = []
 
@@ -278,7 +341,16 @@ class _Reader:
                 # Floats stay floats whatever the source wrote (3 or 3.0), so exports agree.
                 return True, None if value is None else float(value)
         elif kind == _STR_LIST:
-            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            # The caps first: a list of 100,000 entries is refused before any other work.
+            if isinstance(value, list | tuple) and (
+                len(value) > MAX_LIST_ENTRIES or all(isinstance(v, str) for v in value)
+            ):
+                caps = list_cap_errors(
+                    path, value if len(value) > MAX_LIST_ENTRIES else [str(v) for v in value]
+                )
+                if caps:
+                    self.errors.extend(caps)
+                    return False, None
                 return True, tuple(value)
         if ok:
             return True, value
@@ -390,9 +462,33 @@ class _Reader:
                     kwargs["script"] = _plain(script)
                 else:
                     self.error(f"{base}.script", f"{base}.script must be a list of tables")
+            elif key == "api_key":
+                self.api_key(base, raw[key], kwargs)
             else:
                 self.skip_field(f"{base}.{key}")
+        if self.zeroclaw and not str(kwargs.get("model", "")).strip() and ty in FAMILY_DEFAULT_MODELS:
+            # ZeroClaw accepts a provider without a model; the family's default model stands in.
+            kwargs["model"] = FAMILY_DEFAULT_MODELS[ty]
+            self.warnings.append(f"{base}.model is not set; using the {ty} default {_q(kwargs['model'])}")
         return ProviderSpec(type=ty, alias=alias, **kwargs)
+
+    def api_key(self, base: str, value: Any, kwargs: dict[str, Any]) -> None:
+        path = f"{base}.api_key"
+        if isinstance(value, StoredSecret):
+            kwargs["api_key"] = str(value)  # a token, from a document rebuilt from a snapshot
+            return
+        if value is None:
+            return
+        if not isinstance(value, str):
+            self.error(path, f"{path} must be a string")
+            return
+        if value.startswith(ZEROCLAW_ENCRYPTED_PREFIXES):
+            self.warnings.append(
+                f"{path} is encrypted with ZeroClaw's secret store; left out (give the key itself, "
+                "or use api_key_env)"
+            )
+            return
+        kwargs["api_key"] = SecretInput(value)
 
     def risk_profile(self, alias: str, value: Any) -> RiskProfileSpec | None:
         base = f"risk_profiles.{alias}"
@@ -438,7 +534,25 @@ class _Reader:
                 f'{base}.sandbox_backend = "{backend}" was read as "bubblewrap", the only backend '
                 f"Clawboard runs shell under{hint}"
             )
+        self.drop_zeroclaw_tools("risk_profiles", base, kwargs)
+        kwargs["auto_approve"] = with_always_auto_approved(kwargs.get("auto_approve", ()))
         return RiskProfileSpec(alias=alias, **kwargs)
+
+    def drop_zeroclaw_tools(self, section: str, base: str, kwargs: dict[str, Any]) -> None:
+        """Import only: ZeroClaw tools Clawboard lacks leave the list, with one warning per list."""
+        if not self.zeroclaw:
+            return
+        for name in _IMPORT_TOOL_LISTS[section]:
+            values = kwargs.get(name)
+            if not values:
+                continue
+            dropped = [v for v in values if v.strip() not in ALL_TOOLS and _is_zeroclaw_only_tool(v.strip())]
+            if dropped:
+                kwargs[name] = tuple(v for v in values if v not in dropped)
+                self.warnings.append(
+                    f"{base}.{name}: left out {', '.join(_q(v) for v in dropped)} "
+                    "(ZeroClaw tools that Clawboard does not provide)"
+                )
 
     def runtime_profile(self, alias: str, value: Any) -> RuntimeProfileSpec | None:
         base = f"runtime_profiles.{alias}"
@@ -449,6 +563,7 @@ class _Reader:
         for key in raw:
             if not self.fields(base, raw, _RUNTIME_FIELDS, kwargs, key):
                 self.skip_field(f"{base}.{key}")
+        self.drop_zeroclaw_tools("runtime_profiles", base, kwargs)
         return RuntimeProfileSpec(alias=alias, **kwargs)
 
     def agent(self, alias: str, value: Any) -> AgentSpec | None:
@@ -495,6 +610,9 @@ class _Reader:
         if not isinstance(value, list | tuple):
             self.error(path, f"{path} must be a list of agent aliases or {{ agent, mode }} tables")
             return None
+        if len(value) > MAX_LIST_ENTRIES:
+            self.error(path, f"{path} has {len(value)} entries; at most {MAX_LIST_ENTRIES} are allowed")
+            return None
         entries: list[DelegateEntry] = []
         for i, item in enumerate(value):
             item_path = f"{path}[{i}]"
@@ -521,6 +639,10 @@ class _Reader:
         return tuple(entries)
 
 
+def _is_zeroclaw_only_tool(name: str) -> bool:
+    return name in ZEROCLAW_ONLY_TOOLS or ("__" in name.strip("_") and name != _LEGACY_DENY_ALL_SENTINEL)
+
+
 def _plain(value: Any) -> Any:
     """Deep copy into plain dicts and lists (tomlkit/JSON containers in, JSON-able out)."""
     if isinstance(value, Mapping):
@@ -542,8 +664,10 @@ def _sorted_json(value: Any) -> Any:
     return value
 
 
-def _provider_document(spec: ProviderSpec) -> dict[str, Any]:
+def _provider_document(spec: ProviderSpec, secrets: str) -> dict[str, Any]:
     out: dict[str, Any] = {"model": spec.model, "uri": spec.uri, "api_key_env": spec.api_key_env}
+    if spec.api_key:
+        out["api_key"] = StoredSecret(spec.api_key) if secrets == "keep" else MASK
     if spec.temperature is not None:
         out["temperature"] = float(spec.temperature)
     out["timeout_secs"] = spec.timeout_secs
@@ -597,11 +721,14 @@ def _agent_document(spec: AgentSpec) -> dict[str, Any]:
     return out
 
 
-def snapshot_to_document(snapshot: ConfigSnapshot) -> dict[str, Any]:
-    """The JSON-able document of a snapshot, in the same shape as the TOML export."""
+def snapshot_to_document(snapshot: ConfigSnapshot, *, secrets: str = "mask") -> dict[str, Any]:
+    """The JSON-able document of a snapshot, in the same shape as the TOML export.
+
+    A stored api_key is the mask (`secrets="mask"`, what anyone is shown) or, for a document
+    that is read back into a snapshot in this process, its token (`secrets="keep"`)."""
     providers: dict[str, dict[str, Any]] = {}
     for spec in sorted(snapshot.providers.values(), key=lambda p: (p.type, p.alias)):
-        providers.setdefault(spec.type, {})[spec.alias] = _provider_document(spec)
+        providers.setdefault(spec.type, {})[spec.alias] = _provider_document(spec, secrets)
     d = snapshot.delegate
     return {
         "delegate": {name: getattr(d, name) for name in _DELEGATE_FIELDS},
@@ -638,15 +765,30 @@ def _inline_item(value: Any) -> Item:
             table.append(None, tomlkit.ws(" "))
         return table
     if isinstance(value, list | tuple):
-        array = tomlkit.array()
-        for sub in value:
-            array.append(_inline_item(sub))
-        return array
+        # Built in one go: tomlkit's append re-indexes the whole array each time (quadratic;
+        # seconds for a list of 1,000 commands). The same items and separators append writes.
+        parts: list[Item] = []
+        for i, sub in enumerate(value):
+            if i:
+                parts += [Whitespace(","), Whitespace(" ")]
+            parts.append(_inline_item(sub))
+        return Array(parts, Trivia())
+    if isinstance(value, str):
+        return _basic_string(value)
     return tomlkit.item(value)
 
 
+def _basic_string(text: str) -> Item:
+    """A one-line TOML string. JSON's escapes are TOML's (DEL aside, which TOML wants escaped),
+    and json's C encoder is far faster than tomlkit's escaping for big lists."""
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1].replace("\x7f", "\\u007f")
+    return String(StringType.SLB, text, escaped, Trivia())
+
+
 def _string_item(text: str) -> Item:
-    if "\n" in text and "\r" not in text:
+    if "\n" not in text:
+        return _basic_string(text)
+    if "\r" not in text:
         candidate = tomlkit.string(text, multiline=True)
         # Multi-line strings trim a leading newline and treat some endings specially; only keep
         # the readable form when it provably reads back as the same text.
@@ -723,9 +865,146 @@ def export_toml(snapshot: ConfigSnapshot) -> str:
 
 def diff_snapshots(old: ConfigSnapshot, new: ConfigSnapshot) -> str:
     """A unified diff of the two TOML exports; empty when they are the same."""
-    before = export_toml(old).splitlines(keepends=True)
-    after = export_toml(new).splitlines(keepends=True)
-    return "".join(difflib.unified_diff(before, after, fromfile="current", tofile="new"))
+    return diff_texts(export_toml(old), export_toml(new))
+
+
+# Below this many line pairs difflib's exact diff is cheap; above, the near-linear one is used.
+_SMALL_DIFF = 250_000
+
+
+def diff_texts(before: str, after: str) -> str:
+    """A unified diff (`current` → `new`) in near-linear time, whatever the sizes.
+
+    difflib's matcher grows faster than linearly on long runs of similar lines (a list of
+    100,000 commands took minutes). Large texts are diffed the "patience" way instead: lines
+    that occur once on each side anchor the alignment (longest increasing subsequence,
+    n log n), the regions between anchors are handled the same way, and a region without any
+    anchor is small enough for difflib or shown as replaced."""
+    a = before.splitlines(keepends=True)
+    b = after.splitlines(keepends=True)
+    if a == b:
+        return ""
+    if len(a) * len(b) <= _SMALL_DIFF:
+        return "".join(difflib.unified_diff(a, b, fromfile="current", tofile="new"))
+    return _unified(a, b, _opcodes(a, b, _matching_lines(a, b)))
+
+
+def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of `pairs` (sorted by first) increasing in the second."""
+    tails: list[int] = []  # index into pairs of the smallest tail of each length
+    back: list[int] = [-1] * len(pairs)
+    tail_values: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(tail_values, j)
+        if pos:
+            back[k] = tails[pos - 1]
+        if pos == len(tails):
+            tails.append(k)
+            tail_values.append(j)
+        else:
+            tails[pos] = k
+            tail_values[pos] = j
+    out: list[tuple[int, int]] = []
+    k = tails[-1] if tails else -1
+    while k != -1:
+        out.append(pairs[k])
+        k = back[k]
+    return out[::-1]
+
+
+def _matching_lines(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    matches: list[tuple[int, int]] = []
+    work = [(0, len(a), 0, len(b))]
+    while work:
+        alo, ahi, blo, bhi = work.pop()
+        while alo < ahi and blo < bhi and a[alo] == b[blo]:
+            matches.append((alo, blo))
+            alo, blo = alo + 1, blo + 1
+        while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+            ahi, bhi = ahi - 1, bhi - 1
+            matches.append((ahi, bhi))
+        if alo == ahi or blo == bhi:
+            continue
+        count_a = Counter(a[alo:ahi])
+        count_b = Counter(b[blo:bhi])
+        where_b = {b[j]: j for j in range(blo, bhi) if count_b[b[j]] == 1 and count_a.get(b[j]) == 1}
+        anchors = _longest_increasing([(i, where_b[a[i]]) for i in range(alo, ahi) if a[i] in where_b])
+        if not anchors:
+            if (ahi - alo) * (bhi - blo) <= _SMALL_DIFF:
+                matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+                for i, j, size in matcher.get_matching_blocks():
+                    matches.extend((alo + i + k, blo + j + k) for k in range(size))
+            continue
+        prev_i, prev_j = alo, blo
+        for i, j in anchors:
+            work.append((prev_i, i, prev_j, j))
+            matches.append((i, j))
+            prev_i, prev_j = i + 1, j + 1
+        work.append((prev_i, ahi, prev_j, bhi))
+    matches.sort()
+    return matches
+
+
+def _opcodes(
+    a: list[str], b: list[str], matches: list[tuple[int, int]]
+) -> list[tuple[str, int, int, int, int]]:
+    codes: list[tuple[str, int, int, int, int]] = []
+    i = j = 0
+    for mi, mj in [*matches, (len(a), len(b))]:
+        if mi > i or mj > j:
+            tag = "replace" if mi > i and mj > j else ("delete" if mi > i else "insert")
+            codes.append((tag, i, mi, j, mj))
+        if mi < len(a) and mj < len(b):
+            if codes and codes[-1][0] == "equal" and codes[-1][2] == mi and codes[-1][4] == mj:
+                last = codes[-1]
+                codes[-1] = ("equal", last[1], mi + 1, last[3], mj + 1)
+            else:
+                codes.append(("equal", mi, mi + 1, mj, mj + 1))
+        i, j = mi + 1, mj + 1
+    return codes
+
+
+def _range(start: int, stop: int) -> str:
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
+
+
+def _unified(
+    a: list[str], b: list[str], codes: list[tuple[str, int, int, int, int]], context: int = 3
+) -> str:
+    """Hunks with `context` lines around each change, in the format of `diff -u`."""
+    out = ["--- current\n", "+++ new\n"]
+    changed = [k for k, code in enumerate(codes) if code[0] != "equal"]
+    groups: list[list[tuple[str, int, int, int, int]]] = []
+    for k in changed:
+        tag, i1, i2, j1, j2 = codes[k]
+        if groups:
+            _, _, li2, _, lj2 = groups[-1][-1]
+            gap = i1 - li2
+            if gap <= 2 * context:
+                if gap:
+                    groups[-1].append(("equal", li2, i1, lj2, j1))
+                groups[-1].append(codes[k])
+                continue
+        groups.append([codes[k]])
+    for group in groups:
+        first, last = group[0], group[-1]
+        i1 = max(0, first[1] - context)
+        j1 = max(0, first[3] - context)
+        i2 = min(len(a), last[2] + context)
+        j2 = min(len(b), last[4] + context)
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n")
+        out.extend(" " + line for line in a[i1 : first[1]])
+        for tag, ci1, ci2, cj1, cj2 in group:
+            if tag == "equal":
+                out.extend(" " + line for line in a[ci1:ci2])
+                continue
+            out.extend("-" + line for line in a[ci1:ci2])
+            out.extend("+" + line for line in b[cj1:cj2])
+        out.extend(" " + line for line in a[last[2] : i2])
+    return "".join(out)
 
 
 def _entries(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -740,8 +1019,9 @@ def _entries(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, An
 
 def summarize_diff(old: ConfigSnapshot, new: ConfigSnapshot) -> list[str]:
     """One line per added (`+`), removed (`-`) or changed (`~`, with its fields) entry."""
-    before = dict(_entries(snapshot_to_document(old)))
-    after = dict(_entries(snapshot_to_document(new)))
+    # Tokens, not masks: a changed key is a changed entry (the diff itself never shows either).
+    before = dict(_entries(snapshot_to_document(old, secrets="keep")))
+    after = dict(_entries(snapshot_to_document(new, secrets="keep")))
     order = {section: i for i, section in enumerate(_SECTIONS)}
 
     def sort_key(path: str) -> tuple[int, str]:
@@ -769,6 +1049,7 @@ __all__ = [
     "ConfigShapeError",
     "ImportResult",
     "diff_snapshots",
+    "diff_texts",
     "document_to_snapshot",
     "export_toml",
     "parse_toml",

@@ -154,7 +154,7 @@ def plan_create(snap: ConfigSnapshot, *, kind: str, body: dict[str, Any]) -> tup
     key = create_key(kind, body)
     if key in getattr(snap, kind):
         raise ConfigValidationError([("alias", f"{KIND_LABEL[kind]} {key} already exists")])
-    doc = snapshot_to_document(snap)
+    doc = snapshot_to_document(snap, secrets="keep")
     doc_set(doc, kind, key, entry_to_document_body(body, kind))
     return key, rebuild(doc)
 
@@ -175,7 +175,7 @@ def plan_update(
     merged["alias"] = new_key.partition(".")[2] if kind == "providers" else new_key
     if kind == "providers":
         merged["type"] = new_key.partition(".")[0]
-    doc = snapshot_to_document(snap)
+    doc = snapshot_to_document(snap, secrets="keep")
     doc_set(doc, kind, key, None)
     doc_set(doc, kind, new_key, entry_to_document_body(merged, kind))
     return new_key, rebuild(doc)

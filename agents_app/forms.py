@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from agents_app.snapshot import ConfigSnapshot
-from agents_app.web import lines
+from agents_app.web import lines, without_null_character_check
 
 MODES = [("bounded", "bounded"), ("independent", "independent")]
 
@@ -40,6 +40,7 @@ class AgentForm(forms.Form):
         )
         self._choices("read_memory_from", [(a, a) for a in snapshot.agents])
         self.fields["model_provider"].required = False
+        without_null_character_check(self)
 
     def _refs(self, name: str, configured: Any) -> list[tuple[str, str]]:
         values = sorted(configured)
@@ -71,7 +72,8 @@ class AgentForm(forms.Form):
             "model_provider": d["model_provider"],
             "risk_profile": d["risk_profile"],
             "runtime_profile": d["runtime_profile"],
-            "system_prompt": d["system_prompt"],
+            # Browsers send a textarea's newlines as CRLF; the prompt means LF.
+            "system_prompt": d["system_prompt"].replace("\r\n", "\n"),
             "delegate_same_risk_profile": d["delegate_same_risk_profile"],
             "delegates": self.delegates(),
             "read_memory_from": list(d["read_memory_from"]),
@@ -92,6 +94,13 @@ class ProviderForm(forms.Form):
     model = forms.CharField(required=False)
     uri = forms.CharField(required=False, label="URI")
     api_key_env = forms.CharField(required=False, label="API key environment variable")
+    api_key = forms.CharField(
+        required=False,
+        strip=False,
+        label="API key (stored encrypted)",
+        widget=forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"}),
+        help_text="leave ******** to keep the stored key; empty = none; the variable above wins when set",
+    )
     temperature = forms.FloatField(required=False)
     timeout_secs = forms.IntegerField(min_value=1, initial=60)
     max_tokens = forms.IntegerField(required=False, min_value=1)
@@ -104,6 +113,10 @@ class ProviderForm(forms.Form):
     script = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8}), required=False, help_text="JSON (scripted only)"
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def clean_script(self) -> Any:
         raw = self.cleaned_data.get("script") or ""
@@ -124,6 +137,7 @@ class ProviderForm(forms.Form):
             "model": d["model"],
             "uri": d["uri"],
             "api_key_env": d["api_key_env"],
+            "api_key": d["api_key"],
             "temperature": d["temperature"],
             "timeout_secs": d["timeout_secs"],
             "max_tokens": d["max_tokens"],

@@ -12,6 +12,8 @@ class ModelProvider(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     uri = models.CharField(max_length=500, blank=True, default="")
     api_key_env = models.CharField(max_length=128, blank=True, default="")
+    # A Fernet token (agents_app.secrets), never the key itself.
+    api_key = models.TextField(blank=True, default="")
     temperature = models.FloatField(null=True, blank=True)
     timeout_secs = models.PositiveIntegerField(default=60)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -39,6 +41,7 @@ class ModelProvider(models.Model):
             model=self.model,
             uri=self.uri,
             api_key_env=self.api_key_env,
+            api_key=self.api_key,
             temperature=self.temperature,
             timeout_secs=self.timeout_secs,
             max_tokens=self.max_tokens,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from agents_app.secrets import MASK
 from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
 from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
 
@@ -28,6 +29,8 @@ def entry_to_json(spec: Any) -> dict[str, Any]:
     if isinstance(spec, RiskProfileSpec):
         data["delegation_policy"] = {"mode": data.pop("delegation_mode")}
     elif isinstance(spec, ProviderSpec):
+        # A stored key is never shown: the mask says one is there (send it back to keep it).
+        data["api_key"] = MASK if spec.api_key else ""
         data["pricing"] = {
             "input_per_mtok_cents": data.pop("input_per_mtok_cents"),
             "output_per_mtok_cents": data.pop("output_per_mtok_cents"),

@@ -1,17 +1,20 @@
-"""Write-side of the configuration. Every change goes through `config_replace`:
-validate the whole resulting snapshot (SPEC §2.5, all errors at once), then write it in one
-transaction together with a revision (who, when, TOML, diff). Nothing is half-written."""
+"""Write-side of the configuration. Every change goes through `config_update`: validate the
+whole resulting snapshot (SPEC §2.5, all errors at once) and work out its TOML and diff, then
+write it in one short transaction together with a revision (who, when, TOML, diff). Nothing
+is half-written, and no write holds the database's write lock for longer than its writes."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
 
-from agents_app.config_io import diff_snapshots, export_toml, summarize_diff
+from agents_app.config_io import MAX_DOCUMENT_BYTES, diff_texts, export_toml, summarize_diff
 from agents_app.models import Agent, ConfigRevision, ModelProvider
+from agents_app.secrets import resolve_secrets
 from agents_app.selectors import config_snapshot_get
 from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
 from agents_app.validation import validate_snapshot
@@ -88,41 +91,115 @@ def _lock_configuration() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CONFIG_LOCK_KEY])
 
 
-def config_replace(*, snapshot: ConfigSnapshot, user: Any = None, summary: str = "") -> ConfigRevision | None:
-    """Replace the whole configuration with `snapshot`. Returns the revision, or None if nothing changed."""
-    errors = validate_snapshot(snapshot)
+@dataclass(frozen=True)
+class PreparedChange:
+    """Everything a save writes, worked out before the write transaction opens."""
+
+    old: ConfigSnapshot
+    snapshot: ConfigSnapshot
+    toml: str
+    diff: str
+    changes: list[str]
+
+
+def document_size_errors(toml: str) -> list[tuple[str, str]]:
+    """What can be saved must import again: the export is held to the import's size cap."""
+    size = len(toml.encode("utf-8"))
+    if size > MAX_DOCUMENT_BYTES:
+        return [
+            (
+                "",
+                f"the configuration would be {size} bytes as TOML, more than the 1 MiB "
+                f"({MAX_DOCUMENT_BYTES} bytes) an import accepts",
+            )
+        ]
+    return []
+
+
+def config_prepare(*, old: ConfigSnapshot, new: ConfigSnapshot) -> PreparedChange:
+    """Resolve the api_keys of `new`, validate it whole, and compute its TOML, diff and summary
+    (linear time). Raises ConfigValidationError with every error."""
+    new, errors = resolve_secrets(new, old)
+    errors += validate_snapshot(new)
     if errors:
         raise ConfigValidationError(errors)
-    with transaction.atomic():
-        _lock_configuration()
-        old = config_snapshot_get()
-        if old == snapshot:
-            return None
-        _write_snapshot(old, snapshot)
-        lines = summarize_diff(old, snapshot)
-        return ConfigRevision.objects.create(
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-            summary=(summary or ", ".join(lines))[:300],
-            toml=export_toml(snapshot),
-            diff=diff_snapshots(old, snapshot),
-        )
+    toml = export_toml(new)
+    size_errors = document_size_errors(toml)
+    if size_errors:
+        raise ConfigValidationError(size_errors)
+    before = export_toml(old)
+    return PreparedChange(
+        old=old,
+        snapshot=new,
+        toml=toml,
+        diff=diff_texts(before, toml),
+        changes=summarize_diff(old, new),
+    )
+
+
+def _commit(prepared: PreparedChange, user: Any, summary: str) -> ConfigRevision | None:
+    """Inside the write transaction: only writes (the rows that changed and one revision)."""
+    if prepared.old == prepared.snapshot:
+        return None
+    _write_snapshot(prepared.old, prepared.snapshot)
+    return ConfigRevision.objects.create(
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        summary=(summary or ", ".join(prepared.changes))[:300],
+        toml=prepared.toml,
+        diff=prepared.diff,
+    )
+
+
+# Optimistic attempts before a change is worked out under the lock (heavy contention only).
+_OPTIMISTIC_ATTEMPTS = 3
 
 
 def config_update(
     *, mutate: Callable[[ConfigSnapshot], ConfigSnapshot], user: Any = None, summary: str = ""
 ) -> tuple[ConfigSnapshot, ConfigRevision | None]:
+    prepared, revision = config_update_prepared(mutate=mutate, user=user, summary=summary)
+    return prepared.snapshot, revision
+
+
+def config_update_prepared(
+    *, mutate: Callable[[ConfigSnapshot], ConfigSnapshot], user: Any = None, summary: str = ""
+) -> tuple[PreparedChange, ConfigRevision | None]:
     """Apply one change to the current configuration, validated as a whole, atomically.
 
-    `mutate` runs inside the transaction on the snapshot read there, so a concurrent change is
-    never lost; an exception it raises leaves everything as it was."""
+    The change, its validation, TOML and diff are worked out before the write transaction
+    opens, on the configuration as read then; inside the transaction (the database's write
+    lock) the configuration is read again and, when it is still the same, only the writes
+    happen. When a concurrent change got in between, the whole is worked out again on the new
+    configuration, so a concurrent change is never lost. An exception `mutate` raises leaves
+    everything as it was."""
+    for _ in range(_OPTIMISTIC_ATTEMPTS):
+        old = config_snapshot_get()
+        prepared = config_prepare(old=old, new=mutate(old))
+        with transaction.atomic():
+            _lock_configuration()
+            if config_snapshot_get() == old:
+                return prepared, _commit(prepared, user, summary)
     with transaction.atomic():
         _lock_configuration()
-        new = mutate(config_snapshot_get())
-        return new, config_replace(snapshot=new, user=user, summary=summary)
+        old = config_snapshot_get()
+        prepared = config_prepare(old=old, new=mutate(old))
+        return prepared, _commit(prepared, user, summary)
+
+
+def config_replace(*, snapshot: ConfigSnapshot, user: Any = None, summary: str = "") -> ConfigRevision | None:
+    """Replace the whole configuration with `snapshot`. Returns the revision, or None if nothing changed."""
+    return config_update(mutate=lambda _old: snapshot, user=user, summary=summary)[1]
 
 
 def config_revision_restore(*, revision: ConfigRevision, user: Any = None) -> ConfigRevision | None:
-    from agents_app.config_io import parse_toml
+    """Import that revision's TOML as a new change (the whole configuration becomes it). A
+    revision that no longer reads or validates is refused with its reasons, never a 500."""
+    from agents_app.config_io import ConfigParseError, ConfigShapeError, parse_toml
 
-    snapshot = parse_toml(revision.toml).snapshot
+    try:
+        snapshot = parse_toml(revision.toml).snapshot
+    except ConfigParseError as exc:
+        raise ConfigValidationError([("", f"revision {revision.pk} cannot be read: {exc}")]) from exc
+    except ConfigShapeError as exc:
+        raise ConfigValidationError(list(exc.errors)) from exc
     return config_replace(snapshot=snapshot, user=user, summary=f"restore revision {revision.pk}")

@@ -16,6 +16,18 @@ ALIAS_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DELEGATE_MODES: tuple[str, ...] = ("bounded", "independent")
 RESERVED_AGENT_ALIAS = "default"
+# The model an imported provider without `model` gets (ZeroClaw accepts one). A family not
+# listed has no default: its provider needs a model (docs/decisions.md).
+FAMILY_DEFAULT_MODELS: dict[str, str] = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "openrouter": "anthropic/claude-sonnet-4.5",
+    "groq": "llama-3.3-70b-versatile",
+    "deepseek": "deepseek-chat",
+    "mistral": "mistral-large-latest",
+    "together": "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+    "ollama": "llama3.1",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,8 @@ class ProviderSpec:
     model: str = ""
     uri: str = ""
     api_key_env: str = ""
+    # The Fernet token of a key kept in Clawboard (agents_app.secrets); never the key itself.
+    api_key: str = ""
     temperature: float | None = None
     timeout_secs: int = 60
     max_tokens: int | None = None

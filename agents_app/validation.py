@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from agents_app.scripts import script_errors
 from agents_app.snapshot import (
     ALIAS_RE,
     DELEGATE_MODES,
@@ -22,6 +24,7 @@ from agents_app.snapshot import (
     DelegateEntry,
     ProviderSpec,
 )
+from policies_app.policy import ALL_TOOLS, WILDCARD
 from policies_app.specs import (
     DELEGATION_MODES,
     LEVELS,
@@ -39,7 +42,50 @@ RESERVED_ALIAS_MESSAGE = f"alias `{RESERVED_AGENT_ALIAS}` is reserved and cannot
 # here, as a message, rather than fail at the database as a server error.
 MAX_INT = 2_147_483_647
 # Column widths of the string fields (agents_app.models.ModelProvider, Agent).
-MAX_LENGTHS: dict[str, int] = {"type": 32, "model": 200, "uri": 500, "api_key_env": 128, "workspace": 500}
+MAX_LENGTHS: dict[str, int] = {
+    "type": 32,
+    "model": 200,
+    "uri": 500,
+    "api_key_env": 128,
+    "workspace": 500,
+    # A prompt this long still fits in the 1 MiB an import accepts (the whole export is checked too).
+    "system_prompt": 262_144,
+}
+# Caps on every list of the configuration (docs/configuration.md, "Limits"). They are checked
+# when a document is read, before any other work, and again here for snapshots built otherwise.
+MAX_LIST_ENTRIES = 1000
+MAX_ENTRY_CHARS = 4096
+# Cents per million tokens; anything above is a typo, and 1e308 would overflow cost sums.
+MAX_PRICE_CENTS = 10_000
+
+# NUL, the other C0 and C1 control characters, DEL and lone surrogates: PostgreSQL refuses NUL
+# in text and surrogates in UTF-8, so they are refused everywhere, on every database alike.
+# Prompts (and script texts) may hold tabs and newlines (CRLF too).
+_CONTROL_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]|\r(?!\n)")
+
+# Tool-name lists and whether `"*"` is meaningful in them (SPEC §2.2: the approval lists).
+# always_ask and auto_approve are read trimmed, blanks dropped (policies_app.policy); the
+# allow/deny lists are exact names, so a padded name there is unknown.
+RISK_TOOL_FIELDS: tuple[tuple[str, bool, bool], ...] = (
+    ("allowed_tools", False, False),
+    ("excluded_tools", False, False),
+    ("auto_approve", True, True),
+    ("always_ask", True, True),
+)
+_RISK_LIST_FIELDS: tuple[str, ...] = (
+    "allowed_roots",
+    "allowed_roots_read_only",
+    "allowed_roots_write_only",
+    "forbidden_paths",
+    "allowed_commands",
+    "shell_env_passthrough",
+    "allowed_tools",
+    "excluded_tools",
+    "auto_approve",
+    "always_ask",
+)
+KNOWN_TOOLS_TEXT = ", ".join(sorted(ALL_TOOLS))
 
 # Runtime-profile integers where 0 is meaningful (a default or "none") but a negative is not.
 _NON_NEGATIVE_RUNTIME_FIELDS: tuple[str, ...] = (
@@ -73,6 +119,81 @@ def quote(value: str) -> str:
 
 def _choices(values: tuple[str, ...]) -> str:
     return ", ".join(values)
+
+
+def control_character_error(path: str, text: str, *, multiline: bool = False) -> Error | None:
+    """The one message for a control character in any text field (tab and newline are allowed
+    in prompts only)."""
+    found = (_CONTROL_TEXT if multiline else _CONTROL_LINE).search(text)
+    if found is None:
+        return None
+    return (path, f"{path} must not contain control characters (found U+{ord(found.group(0)[0]):04X})")
+
+
+def _text_errors(path: str, text: str, *, multiline: bool = False) -> list[Error]:
+    err = control_character_error(path, text, multiline=multiline)
+    return [err] if err is not None else []
+
+
+def list_cap_errors(path: str, values: Iterable[str]) -> list[Error]:
+    """The size caps of one list: entries, and characters per entry."""
+    items = list(values)
+    if len(items) > MAX_LIST_ENTRIES:
+        return [(path, f"{path} has {len(items)} entries; at most {MAX_LIST_ENTRIES} are allowed")]
+    return [
+        (f"{path}[{i}]", f"{path}[{i}] is longer than {MAX_ENTRY_CHARS} characters")
+        for i, item in enumerate(items)
+        if len(item) > MAX_ENTRY_CHARS
+    ]
+
+
+def _list_errors(path: str, values: tuple[str, ...]) -> list[Error]:
+    errors = list_cap_errors(path, values)
+    if errors:
+        return errors
+    for i, value in enumerate(values):
+        errors.extend(_text_errors(f"{path}[{i}]", value))
+    return errors
+
+
+def edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def closest_tool(name: str) -> str | None:
+    """The known tool within edit distance 2 of `name` (the nearest; ties alphabetically)."""
+    ranked = sorted((edit_distance(name, tool), tool) for tool in ALL_TOOLS)
+    distance, tool = ranked[0]
+    return tool if distance <= 2 else None
+
+
+def unknown_tool_message(name: str, field: str) -> str:
+    message = f"unknown tool {quote(name)} in {field}; known tools: {KNOWN_TOOLS_TEXT}"
+    near = closest_tool(name)
+    if near is not None:
+        message += f" (did you mean {quote(near)}?)"
+    return message
+
+
+def tool_list_errors(
+    path: str, field: str, names: tuple[str, ...], *, wildcard: bool, trimmed: bool
+) -> list[Error]:
+    """One error (at the field) per name that is not a tool of the registry."""
+    errors: list[Error] = []
+    for raw in names:
+        name = raw.strip() if trimmed else raw
+        if trimmed and not name:
+            continue
+        if name in ALL_TOOLS or (wildcard and name == WILDCARD):
+            continue
+        errors.append((path, unknown_tool_message(name, field)))
+    return errors
 
 
 def split_provider_ref(ref: str) -> tuple[str, str] | None:
@@ -198,6 +319,17 @@ def _validate_agent(snapshot: ConfigSnapshot, a: str, agent: AgentSpec) -> list[
         elif name not in snapshot.agents:
             errors.append((path, f"{path} = {quote(name)} but agents.{name} is not configured"))
     errors.extend(_too_long(f"{base}.workspace", "workspace", agent.workspace))
+    errors.extend(_too_long(f"{base}.system_prompt", "system_prompt", agent.system_prompt))
+    for name in ("model_provider", "risk_profile", "runtime_profile", "workspace"):
+        errors.extend(_text_errors(f"{base}.{name}", getattr(agent, name)))
+    errors.extend(_text_errors(f"{base}.system_prompt", agent.system_prompt, multiline=True))
+    if len(agent.delegates) > MAX_LIST_ENTRIES:
+        errors.extend(list_cap_errors(f"{base}.delegates", [d.agent for d in agent.delegates]))
+    else:
+        for i, entry in enumerate(agent.delegates):
+            errors.extend(_text_errors(f"{base}.delegates[{i}].agent", entry.agent))
+            errors.extend(_text_errors(f"{base}.delegates[{i}].mode", entry.mode))
+    errors.extend(_list_errors(f"{base}.read_memory_from", agent.read_memory_from))
     return errors
 
 
@@ -229,10 +361,23 @@ def _validate_risk_profile(p: str, spec: RiskProfileSpec) -> list[Error]:
                 f"expected one of {_choices(SANDBOX_BACKENDS)}",
             )
         )
+    caps = [
+        err for name in _RISK_LIST_FIELDS for err in list_cap_errors(f"{base}.{name}", getattr(spec, name))
+    ]
+    if caps:  # a list over its caps: nothing more is worth checking (nor cheap)
+        return errors + caps
+    for name in _RISK_LIST_FIELDS:
+        errors.extend(_list_errors(f"{base}.{name}", getattr(spec, name)))
     for i, name in enumerate(spec.shell_env_passthrough):
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.match(name) and control_character_error("", name) is None:
             path = f"{base}.shell_env_passthrough[{i}]"
             errors.append((path, f"{path} is invalid ({name}); expected {ENV_PATTERN}"))
+    for name, wildcard, trimmed in RISK_TOOL_FIELDS:
+        errors.extend(
+            tool_list_errors(f"{base}.{name}", name, getattr(spec, name), wildcard=wildcard, trimmed=trimmed)
+        )
+    for name in ("level", "delegation_mode"):
+        errors.extend(_text_errors(f"{base}.{name}", getattr(spec, name)))
     return errors
 
 
@@ -264,6 +409,15 @@ def _validate_runtime_profile(r: str, spec: RuntimeProfileSpec) -> list[Error]:
         if not low <= value <= high:
             path = f"{base}.{name}"
             errors.append((path, f"{path} must be between {low} and {high} (got {value})"))
+    path = f"{base}.tool_call_dedup_exempt"
+    list_errors = _list_errors(path, spec.tool_call_dedup_exempt)
+    errors.extend(list_errors)
+    if not list_errors:
+        errors.extend(
+            tool_list_errors(
+                path, "tool_call_dedup_exempt", spec.tool_call_dedup_exempt, wildcard=False, trimmed=False
+            )
+        )
     return errors
 
 
@@ -309,9 +463,15 @@ def _validate_provider(snapshot: ConfigSnapshot, spec: ProviderSpec) -> list[Err
         errors.append((path, f"{path} must be a number of 0 or more (got {_number_text(spec.temperature)})"))
     for name in ("input_per_mtok_cents", "output_per_mtok_cents"):
         value = getattr(spec, name)
-        if not (math.isfinite(value) and value >= 0):
+        if not (math.isfinite(value) and 0 <= value <= MAX_PRICE_CENTS):
             path = f"{base}.pricing.{name}"
-            errors.append((path, f"{path} must be a number of 0 or more (got {_number_text(value)})"))
+            errors.append(
+                (path, f"{path} must be a number from 0 to {MAX_PRICE_CENTS} (got {_number_text(value)})")
+            )
+    for name in ("model", "uri", "api_key_env"):
+        errors.extend(_text_errors(f"{base}.{name}", getattr(spec, name)))
+    for name in ("fallback_models", "fallback"):
+        errors.extend(_list_errors(f"{base}.{name}", getattr(spec, name)))
 
     for i, model in enumerate(spec.fallback_models):
         if not model.strip():
@@ -339,13 +499,29 @@ def _validate_provider(snapshot: ConfigSnapshot, spec: ProviderSpec) -> list[Err
                 )
             )
 
-    path = f"{base}.script"
-    if not isinstance(spec.script, list | tuple):
-        errors.append((path, f"{path} must be a list of rules (tables)"))
-    else:
-        for i, rule in enumerate(spec.script):
-            if not isinstance(rule, dict):
-                errors.append((f"{path}[{i}]", f"{path}[{i}] must be a table"))
+    errors.extend(script_errors(f"{base}.script", spec.script))
+    errors.extend(_script_text_errors(f"{base}.script", spec.script))
+    return errors
+
+
+def _script_text_errors(path: str, script: object) -> list[Error]:
+    """Control characters anywhere in a script (keys and strings; texts may hold newlines),
+    and numbers JSON cannot hold."""
+    errors: list[Error] = []
+    stack: list[tuple[str, object]] = [(path, script)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            errors.extend(_text_errors(where, item, multiline=True))
+        elif isinstance(item, float) and not math.isfinite(item):
+            # JSON has no NaN nor infinity: PostgreSQL's jsonb refuses them.
+            errors.append((where, f"{where} must be a finite number (got {item!r})"))
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                errors.extend(_text_errors(f"{where}.{key}", str(key)))
+                stack.append((f"{where}.{key}", sub))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", sub) for i, sub in enumerate(item))
     return errors
 
 

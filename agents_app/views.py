@@ -128,10 +128,14 @@ def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
         picked = {field: list(getattr(spec, field)) for field, _ in GRID_COLUMNS}
     else:  # a new profile, perhaps prefilled from a preset
         picked = {field: list(form.initial.get(field) or []) for field, _ in GRID_COLUMNS}
+    # Every saved name gets a row, also one the registry does not know (an old revision may
+    # hold it): the editor never hides what a profile says.
+    known = (*ALL_TOOLS, WILDCARD)
+    extra = sorted({name for field, _ in GRID_COLUMNS for name in picked[field] if name not in known})
     rows = []
-    for tool in (*ALL_TOOLS, WILDCARD):
+    for tool in (*known, *extra):
         cells = [{"name": f"{col}__{tool}", "checked": tool in picked[field]} for field, col in GRID_COLUMNS]
-        rows.append({"tool": tool, "cells": cells})
+        rows.append({"tool": tool, "cells": cells, "unknown": tool in extra})
     return rows
 
 
@@ -345,37 +349,38 @@ def simulate(request: HttpRequest) -> HttpResponse:
 # -- config import / export / revisions ------------------------------------------------------------
 
 
-def _import_text(request: HttpRequest) -> str:
+def _import_text(request: HttpRequest) -> str | bytes:
     upload = request.FILES.get("file")
     if upload is not None:
-        return upload.read().decode("utf-8", errors="replace")
-    return request.POST.get("toml", "")
+        return bytes(upload.read())  # parse_toml reports a file that is not UTF-8
+    # Browsers send a textarea's newlines as CRLF; the file meant LF.
+    return request.POST.get("toml", "").replace("\r\n", "\n")
 
 
-def _import_check(text: str) -> dict[str, Any]:
-    from agents_app.config_io import (
-        ConfigParseError,
-        ConfigShapeError,
-        diff_snapshots,
-        parse_toml,
-        summarize_diff,
-    )
+def _import_check(request: HttpRequest) -> dict[str, Any]:
+    """The import plan of the posted file, as the REST import and the command line show it."""
+    from agents_app.config_io import ConfigParseError, ConfigShapeError, parse_toml
+    from agents_app.imports import import_plan
 
+    text = _import_text(request)
+    shown = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    prune = request.POST.get("prune", "") in ("true", "1", "on")
     try:
         result = parse_toml(text)
     except ConfigParseError as exc:
-        return {"errors": [str(exc)], "toml": text}
+        return {"errors": [str(exc)], "toml": shown}
     except ConfigShapeError as exc:
-        return {"errors": [m for _, m in exc.errors], "toml": text}
-    errors = [m for _, m in validate_snapshot(result.snapshot)]
-    old = config_snapshot_get()
+        return {"errors": [m for _, m in exc.errors], "toml": shown}
+    plan = import_plan(result, prune=prune)
     return {
-        "errors": errors,
-        "warnings": result.warnings,
-        "changes": summarize_diff(old, result.snapshot),
-        "diff": diff_snapshots(old, result.snapshot),
-        "toml": text,
-        "snapshot": result.snapshot,
+        "errors": [m for _, m in plan.errors],
+        "warnings": plan.warnings,
+        "changes": plan.changes,
+        "kept": plan.kept,
+        "diff": plan.diff,
+        "toml": shown,
+        "result": result,
+        "prune": prune,
     }
 
 
@@ -394,20 +399,20 @@ def config_page(request: HttpRequest) -> HttpResponse:
 @admin_required
 @require_POST
 def config_import_preview(request: HttpRequest) -> HttpResponse:
-    return render(request, "agents/_import_preview.html", _import_check(_import_text(request)))
+    return render(request, "agents/_import_preview.html", _import_check(request))
 
 
 @admin_required
 @require_POST
 def config_import(request: HttpRequest) -> HttpResponse:
-    from agents_app.services import config_replace
+    from agents_app.imports import import_apply
 
-    checked = _import_check(_import_text(request))
+    checked = _import_check(request)
     if checked["errors"]:
         return render(request, "agents/_import_preview.html", checked, status=400)
     try:
-        revision = config_replace(
-            snapshot=checked["snapshot"], user=request.user, summary="import (dashboard)"
+        _, revision = import_apply(
+            checked["result"], prune=checked["prune"], user=request.user, summary="import (dashboard)"
         )
     except ConfigValidationError as exc:
         checked["errors"] = [m for _, m in exc.errors]

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import HttpRequest, HttpResponse
 
 from agents_app.roles import has_role
@@ -54,3 +55,10 @@ def field_errors(errors: list[tuple[str, str]], prefix: str) -> tuple[dict[str, 
         else:
             general.append(message)
     return by_field, general
+
+
+def without_null_character_check(form: Any) -> None:
+    """Drop Django's own NUL check from every field, so a control character gets the
+    configuration's one message (agents_app.validation) on this path as on every other."""
+    for field in form.fields.values():
+        field.validators = [v for v in field.validators if not isinstance(v, ProhibitNullCharactersValidator)]

@@ -404,7 +404,7 @@ class Server:
 
     def configure(self, doc: dict[str, Any]) -> None:
         with self.api() as api:
-            answer = api.post("/config/", json=doc)
+            answer = api.post("/config/?prune=true", json=doc)  # the whole configuration
             if answer.status_code != 200:
                 raise RuntimeError(f"POST /config/ -> {answer.status_code}: {answer.text[:2000]}")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from agents_app.web import lines
+from agents_app.web import lines, without_null_character_check
 from policies_app.policy import ALL_TOOLS, WILDCARD
 from policies_app.presets import PRESETS
 from policies_app.specs import DEFAULT_SHELL_LIMITS, SANDBOX_BACKENDS
@@ -57,13 +57,22 @@ class RiskProfileForm(forms.Form):
             self.fields[name] = forms.CharField(
                 widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text="one per line"
             )
+        without_null_character_check(self)
 
     def grid(self) -> dict[str, list[str]]:
         """The four tool lists from the permission grid's checkboxes (`allow__shell`, `ask__*`)."""
         out: dict[str, list[str]] = {}
         for field, column in GRID_COLUMNS:
             picked = [t for t in (*ALL_TOOLS, WILDCARD) if self.data.get(f"{column}__{t}")]
-            out[field] = picked
+            # Rows for names outside the registry (saved before names were checked) come back
+            # too, so the validator reports them rather than the form dropping them silently.
+            prefix = f"{column}__"
+            extra = sorted(
+                key[len(prefix) :]
+                for key in self.data
+                if key.startswith(prefix) and key[len(prefix) :] not in picked and self.data.get(key)
+            )
+            out[field] = picked + extra
         return out
 
     def to_body(self) -> dict[str, Any]:
@@ -124,6 +133,10 @@ class RuntimeProfileForm(forms.Form):
     shell_max_memory_mb = _shell_limit("address space, MiB; ")
     shell_max_file_size_mb = _shell_limit("MiB; ")
     shell_max_processes = _shell_limit("")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
 
     def to_body(self) -> dict[str, Any]:
         body = dict(self.cleaned_data)

@@ -8,6 +8,7 @@ from policies_app.specs import (
     DelegateGlobals,
     RiskProfileSpec,
     RuntimeProfileSpec,
+    with_always_auto_approved,
 )
 
 
@@ -74,7 +75,7 @@ class RiskProfile(models.Model):
             require_approval_for_medium_risk=self.require_approval_for_medium_risk,
             allowed_tools=tuple(self.allowed_tools),
             excluded_tools=tuple(self.excluded_tools),
-            auto_approve=tuple(self.auto_approve),
+            auto_approve=with_always_auto_approved(tuple(self.auto_approve)),
             always_ask=tuple(self.always_ask),
             delegation_mode=self.delegation_mode,
             deny_all_tools=self.deny_all_tools,

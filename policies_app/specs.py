@@ -20,9 +20,20 @@ DEFAULT_FORBIDDEN_PATHS: tuple[str, ...] = (
     "/etc", "/root", "/home", "/usr", "/bin", "/sbin", "/lib", "/opt", "/boot", "/dev",
     "/proc", "/sys", "/var", "/tmp", "~/.ssh", "~/.gnupg", "~/.aws", "~/.config",
 )  # fmt: skip
+# ZeroClaw's own Linux default (SPEC §2.2; docs/decisions.md).
 DEFAULT_ALLOWED_COMMANDS: tuple[str, ...] = (
-    "git", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail", "date", "python3",
+    "git", "npm", "cargo", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail", "date",
+    "df", "du", "uname", "uptime", "hostname", "python", "python3", "pip", "node", "free",
 )  # fmt: skip
+# ZeroClaw merges its read-only defaults into every profile's auto_approve; these are the ones
+# Clawboard has (the rest of ZeroClaw's list are tools Clawboard does not provide).
+ALWAYS_AUTO_APPROVED: tuple[str, ...] = ("file_read", "memory_recall")
+
+
+def with_always_auto_approved(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` with `ALWAYS_AUTO_APPROVED` appended where missing (trimmed names count)."""
+    present = {name.strip() for name in names}
+    return tuple(names) + tuple(name for name in ALWAYS_AUTO_APPROVED if name not in present)
 
 
 @dataclass(frozen=True)
@@ -40,7 +51,7 @@ class RiskProfileSpec:
     require_approval_for_medium_risk: bool = True
     allowed_tools: tuple[str, ...] = ()
     excluded_tools: tuple[str, ...] = ()
-    auto_approve: tuple[str, ...] = ()
+    auto_approve: tuple[str, ...] = ALWAYS_AUTO_APPROVED
     always_ask: tuple[str, ...] = ()
     delegation_mode: str = "forbidden"
     deny_all_tools: bool = False

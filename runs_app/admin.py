@@ -79,11 +79,11 @@ class ScheduleForm(ModelForm):
         fields = ("name", "agent", "prompt", "cron", "enabled")
 
     def clean_cron(self) -> str:
-        from croniter import croniter
+        from agents_app.cron import cron_error
 
         cron = str(self.cleaned_data.get("cron", "")).strip()
-        if not croniter.is_valid(cron):
-            raise ValidationError(f"cron must be a valid cron expression (got {cron!r})")
+        if (problem := cron_error(cron)) is not None:
+            raise ValidationError(problem)
         return cron
 
 

@@ -342,12 +342,15 @@ def test_a_user_may_cancel_or_steer_only_runs_they_started_unless_admin(world: W
     foreign.credentials(HTTP_AUTHORIZATION=f"Token {other_token}")
     steer = foreign.post(f"/api/v1/runs/{run_id}/steer/", {"message": "stop"}, format="json")
     assert steer.status_code == 403
-    assert steer.json() == {"detail": "Only the run's creator or an admin may steer it.", "code": "forbidden"}
+    assert steer.json() == {
+        "detail": "Only the run's creator or an admin may steer it.",
+        "code": "permission_denied",
+    }
     cancel = foreign.post(f"/api/v1/runs/{run_id}/cancel/")
     assert cancel.status_code == 403
     assert cancel.json() == {
         "detail": "Only the run's creator or an admin may cancel it.",
-        "code": "forbidden",
+        "code": "permission_denied",
     }
     page = Client()
     page.force_login(other)  # type: ignore[arg-type]  # the stubs expect auth.User itself

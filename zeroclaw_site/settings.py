@@ -17,6 +17,9 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "te
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)  # a fresh clone has no var/ yet; SQLite needs its folder
+# Fernet keys (comma-separated, the first encrypts) for provider API keys kept in the database;
+# empty = embedded mode generates DATA_DIR/encryption-key.txt (agents_app/secrets.py).
+CLAWBOARD_ENCRYPTION_KEY = env.str("CLAWBOARD_ENCRYPTION_KEY", default="")
 
 INSTALLED_APPS = [
     "daphne",
@@ -142,6 +145,8 @@ REST_FRAMEWORK = {
     # Depth-limited JSON: a hugely nested body is a 400, never a RecursionError.
     "DEFAULT_PARSER_CLASSES": ["agents_app.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "agents_app.api.errors.exception_handler",
+    # An empty or unknown ?format= is a 400 field error (DRF: ignored, or a 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agents_app.api.negotiation.StrictFormatNegotiation",
     # Read by runs_app.api.throttling.RunStartThrottle at each request (so override_settings works).
     "DEFAULT_THROTTLE_RATES": {"runs": CLAWBOARD_RUN_RATE},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -17,30 +17,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app.api.errors import ConfigInvalid
+from agents_app.api.params import bool_param
 from agents_app.api.parsers import JSONParser, TomlParser, TomlRenderer, TomlText
 from agents_app.api.permissions import ReadViewerWriteAdmin
 from agents_app.config_io import (
     ConfigParseError,
     ConfigShapeError,
-    diff_snapshots,
     document_to_snapshot,
     export_toml,
     parse_toml,
     snapshot_to_document,
-    summarize_diff,
 )
 from agents_app.entries import EntryNotFound, delete_dry_run, entry_create, entry_delete, entry_update
+from agents_app.imports import import_apply, import_plan
 from agents_app.models import ConfigRevision
 from agents_app.representation import entry_to_json
 from agents_app.selectors import config_revision_list, config_snapshot_get
-from agents_app.services import ConfigValidationError, config_replace, config_revision_restore
-from agents_app.validation import validate_snapshot
+from agents_app.services import ConfigValidationError, config_revision_restore
 
 _OBJECT_LIST: dict[str, Any] = {"type": "array", "items": {"type": "object", "additionalProperties": True}}
-
-
-def _bool_param(request: Request, name: str) -> bool:
-    return str(request.query_params.get(name, "")).lower() in ("1", "true", "yes", "on")
 
 
 def _object_body(request: Request) -> dict[str, Any]:
@@ -141,7 +136,7 @@ class ConfigDetailApi(APIView):
         responses={200: OpenApiTypes.OBJECT, 204: None},
     )
     def delete(self, request: Request, key: str) -> Response:
-        if _bool_param(request, "dry_run"):
+        if bool_param(request, "dry_run"):
             return Response(
                 _entry_call(lambda: delete_dry_run(config_snapshot_get(), kind=self.kind, key=key))
             )
@@ -176,38 +171,48 @@ class ConfigApi(APIView):
         operation_id="config_import",
         tags=["config"],
         request={"application/toml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("dry_run", bool)],
+        parameters=[
+            OpenApiParameter("dry_run", bool, description="true/false/1/0: show the plan, change nothing"),
+            OpenApiParameter("prune", bool, description="true/false/1/0: delete entries the file lacks"),
+        ],
         responses={200: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request) -> Response:
+        # The query first: a bad dry_run must never fall back to a real import.
+        dry_run = bool_param(request, "dry_run")
+        prune = bool_param(request, "prune")
         data = request.data
         try:
             if isinstance(data, TomlText):
                 result = parse_toml(str(data))
             elif isinstance(data, dict):
-                result = document_to_snapshot(json.loads(json.dumps(data)))
+                result = document_to_snapshot(json.loads(json.dumps(data)), zeroclaw=True)
             else:
                 raise ConfigInvalid([("", "the body must be a TOML document or a JSON object")])
         except ConfigParseError as exc:
             raise ConfigInvalid([("", str(exc))]) from exc
         except ConfigShapeError as exc:
             raise ConfigInvalid(list(exc.errors)) from exc
-        old = config_snapshot_get()
-        new = result.snapshot
-        errors = validate_snapshot(new)
-        if errors:
-            raise ConfigInvalid(errors)
-        body: dict[str, Any] = {
-            "dry_run": _bool_param(request, "dry_run"),
-            "warnings": result.warnings,
-            "changes": summarize_diff(old, new),
-            "diff": diff_snapshots(old, new),
-        }
-        if not body["dry_run"]:
+        revision: Any = None
+        if dry_run:
+            plan = import_plan(result, prune=prune)
+            if plan.errors:
+                raise ConfigInvalid(plan.errors)
+        else:
             try:
-                revision = config_replace(snapshot=new, user=request.user, summary="import")
+                plan, revision = import_apply(result, prune=prune, user=request.user, summary="import")
             except ConfigValidationError as exc:
                 raise ConfigInvalid(exc.errors) from exc
+        body: dict[str, Any] = {
+            "dry_run": dry_run,
+            "prune": prune,
+            "warnings": plan.warnings,
+            "changes": plan.changes,
+            "kept": plan.kept,
+            "summary": plan.summary_lines(),
+            "diff": plan.diff,
+        }
+        if not dry_run:
             body["revision"] = revision.pk if revision else None
         return Response(body)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from croniter import croniter
 from rest_framework import serializers
 
+from agents_app.cron import cron_error
 from agents_app.models import Agent
 from runs_app.engine import messages as msg
 from runs_app.models import Run, Schedule
@@ -115,8 +115,8 @@ class ScheduleSerializer(serializers.ModelSerializer[Schedule]):
 
     def validate_cron(self, value: str) -> str:
         value = value.strip()
-        if not croniter.is_valid(value):
-            raise serializers.ValidationError(f"'{value}' is not a valid cron expression")
+        if (problem := cron_error(value)) is not None:
+            raise serializers.ValidationError(problem)
         return value
 
     def validate_agent(self, value: str) -> str:

@@ -31,6 +31,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents_app.api.params import page_params
 from agents_app.api.parsers import JSONParser
 from agents_app.api.permissions import IsOperator, IsViewer
 from agents_app.roles import has_role
@@ -166,7 +167,10 @@ class ServiceRefusal(APIException):
 
     def __init__(self, exc: services.RunServiceError) -> None:
         self.status_code = SERVICE_STATUS.get(exc.code, 400)
-        super().__init__(detail=exc.message, code=exc.code)
+        # A 403 carries the documented code (docs/api.md: permission_denied), like DRF's own.
+        super().__init__(
+            detail=exc.message, code="permission_denied" if exc.code == "forbidden" else exc.code
+        )
 
 
 class ReadViewerWriteOperator(BasePermission):
@@ -481,6 +485,8 @@ class RunListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         filters = _validated(self.FilterSerializer, request.query_params)
+        # As documented: out of range is a field error, not silently the default or the cap.
+        page_params(request, default_limit=RunPagination.default_limit, max_limit=RunPagination.max_limit)
         paginator = RunPagination()
         page = paginator.paginate_queryset(selectors.run_list(filters), request, view=self)
         return paginator.get_paginated_response(out.RunSerializer(page, many=True).data)

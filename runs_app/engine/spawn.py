@@ -31,35 +31,12 @@ def spawn_subagent(
 ) -> Admission:
     policy = policy_of(parent)
     runtime, risk = policy.runtime, policy.risk
-    prompt = args.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        return refuse(msg.missing_prompt(), "invalid")
-    if (too_long := msg.too_long("prompt", prompt)) is not None:
-        return refuse(too_long, "invalid")
-    if parent.spawn_depth >= runtime.max_spawn_depth:
-        return refuse(msg.nesting_refusal(parent.spawn_depth, runtime.max_spawn_depth), "policy")
-    # The run's registry is its risk profile's filter already applied (and, for a bounded
-    # delegate, the caller's ceiling as well): a tool missing from it is refused here too.
-    listed = not risk.allowed_tools or "spawn_subagent" in risk.allowed_tools
-    excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
-    if not listed or excluded or "spawn_subagent" not in parent.tools:
-        return refuse(msg.spawn_not_allowed(parent.agent), "policy")
-    active = Run.objects.filter(
-        parent_id=parent.pk, status__in=ACTIVE_STATUSES, kind=Run.Kind.SUBAGENT
-    ).count()
-    if active >= runtime.max_children_per_run:
-        return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
-    task_name = args.get("task_name") or ""
-    if not isinstance(task_name, str) or (
-        task_name and (not msg.TASK_NAME_RE.match(task_name) or task_name in ("last", "all"))
-    ):
-        return refuse(msg.invalid_task_name(str(task_name)), "invalid")
-    label = args.get("label") or ""
-    label = label if isinstance(label, str) else str(label)
+    checked = _checks(parent, policy, args)
+    if isinstance(checked, Admission):
+        return checked
+    prompt, task_name, label = checked
     fork = args.get("context") == "fork"
     background = flag(args, "background")
-    if risk.level == "readonly":
-        return refuse(readonly_refusal("spawn_subagent"), "policy")
 
     # Check 7 is worked out first (it only reads) but reported after the budget's: a call it
     # refuses records no action, so nothing is ever undone here and no savepoint is needed.
@@ -107,3 +84,37 @@ def _build_error(parent: Run, policy: FrozenPolicy) -> Admission | None:
     except ProviderError as exc:
         return refuse(f"subagent spawn failed: {exc}", "error")
     return None
+
+
+def _checks(parent: Run, policy: FrozenPolicy, args: dict[str, Any]) -> Admission | tuple[str, str, str]:
+    """Checks 1–5 of SPEC §5 and the read-only refusal: a refusal, or (prompt, task name,
+    label)."""
+    policy = policy_of(parent)
+    runtime, risk = policy.runtime, policy.risk
+    prompt = args.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return refuse(msg.missing_prompt(), "invalid")
+    if (too_long := msg.too_long("prompt", prompt)) is not None:
+        return refuse(too_long, "invalid")
+    if parent.spawn_depth >= runtime.max_spawn_depth:
+        return refuse(msg.nesting_refusal(parent.spawn_depth, runtime.max_spawn_depth), "policy")
+    # The run's registry is its risk profile's filter already applied (and, for a bounded
+    # delegate, the caller's ceiling as well): a tool missing from it is refused here too.
+    listed = not risk.allowed_tools or "spawn_subagent" in risk.allowed_tools
+    excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
+    if not listed or excluded or "spawn_subagent" not in parent.tools:
+        return refuse(msg.spawn_not_allowed(parent.agent), "policy")
+    active = Run.objects.filter(
+        parent_id=parent.pk, status__in=ACTIVE_STATUSES, kind=Run.Kind.SUBAGENT
+    ).count()
+    if active >= runtime.max_children_per_run:
+        return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
+    task_name = args.get("task_name") or ""
+    if not isinstance(task_name, str) or (
+        task_name and (not msg.TASK_NAME_RE.match(task_name) or task_name in ("last", "all"))
+    ):
+        return refuse(msg.invalid_task_name(str(task_name)), "invalid")
+    if risk.level == "readonly":
+        return refuse(readonly_refusal("spawn_subagent"), "policy")
+    label = args.get("label") or ""
+    return prompt, task_name, label if isinstance(label, str) else str(label)

@@ -323,3 +323,16 @@ def test_revisions_are_read_only_in_the_admin(admin_client: Client) -> None:
     page = admin_client.get(f"/admin/agents_app/configrevision/{revision.pk}/change/")
     assert page.status_code == 200
     assert 'name="_save"' not in page.content.decode()
+
+
+def test_a_control_character_gets_the_configuration_message_in_the_admin_too(admin_client: Client) -> None:
+    before = config_state()
+    agent = Agent.objects.get(alias="beta")
+    response = admin_client.post(
+        f"/admin/agents_app/agent/{agent.pk}/change/", agent_change_form("beta", system_prompt="a\x00b")
+    )
+    assert response.status_code == 200
+    assert form_errors(response) == {
+        "system_prompt": ["agents.beta.system_prompt must not contain control characters (found U+0000)"]
+    }
+    assert config_state() == before

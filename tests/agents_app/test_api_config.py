@@ -701,7 +701,7 @@ def test_risk_profile_is_created_with_its_defaults(admin_api: APIClient) -> None
         "require_approval_for_medium_risk": True,
         "allowed_tools": [],
         "excluded_tools": [],
-        "auto_approve": [],
+        "auto_approve": ["file_read", "memory_recall"],
         "always_ask": [],
         "deny_all_tools": False,
         "shell_network": False,
@@ -856,6 +856,7 @@ def test_provider_is_looked_up_by_type_dot_alias(viewer_api: APIClient) -> None:
         "model": "demo-1",
         "uri": "",
         "api_key_env": "",
+        "api_key": "",
         "temperature": None,
         "timeout_secs": 60,
         "max_tokens": None,
@@ -1390,7 +1391,7 @@ def test_a_zero_delegate_timeout_is_refused_with_its_message(admin_api: APIClien
 
 def test_export_import_export_is_byte_identical_through_the_api(admin_api: APIClient) -> None:
     first = admin_api.get(f"{V1}/config/?format=toml").content
-    assert post_toml(admin_api, "").status_code == 200
+    assert post_toml(admin_api, "[delegate]\n", "?prune=true").status_code == 200
     assert Agent.objects.count() == 0
     assert admin_api.get(f"{V1}/config/?format=toml").content != first
     assert post_toml(admin_api, first).status_code == 200

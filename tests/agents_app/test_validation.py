@@ -340,7 +340,7 @@ def test_provider_errors() -> None:
         (f"{base}.temperature", f"{base}.temperature must be a number of 0 or more (got -0.5)"),
         (
             f"{base}.pricing.input_per_mtok_cents",
-            f"{base}.pricing.input_per_mtok_cents must be a number of 0 or more (got -1.0)",
+            f"{base}.pricing.input_per_mtok_cents must be a number from 0 to 10000 (got -1.0)",
         ),
         (f"{base}.fallback_models[0]", f"{base}.fallback_models[0] is empty; remove it or name a model"),
         (

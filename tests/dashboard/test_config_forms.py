@@ -260,10 +260,10 @@ def test_the_tool_permission_grid_round_trips(admin: Client) -> None:
     assert spec.allowed_tools == ("file_read", "shell", "delegate")
     assert spec.excluded_tools == ("delegate",)
     assert spec.always_ask == ("shell",)
-    assert spec.auto_approve == ("*",)
+    assert spec.auto_approve == ("*", "file_read", "memory_recall")  # these two are always merged in
     page = admin.get("/risk-profiles/team/").content.decode()
     checked = set(re.findall(r'<input type="checkbox" name="([a-z_]+__[a-z_*]+)" checked', page))
-    assert checked == set(grid)
+    assert checked == set(grid) | {"auto__file_read", "auto__memory_recall"}
     # saving the page as it is shown changes nothing: no new revision
     revisions = ConfigRevision.objects.count()
     config = export_toml(config_snapshot_get())
@@ -410,7 +410,7 @@ def list_items(body: str, ul_id: str) -> list[str]:
 
 def test_the_import_preview_shows_the_diff_and_changes_nothing(admin: Client) -> None:
     before = state()
-    response = admin.post("/config/import/preview/", {"toml": IMPORT_TOML})
+    response = admin.post("/config/import/preview/", {"toml": IMPORT_TOML, "prune": "true"})
     assert response.status_code == 200
     body = response.content.decode()
     assert list_items(body, "import-warnings") == ['skipped unknown key "gateway"']
@@ -442,7 +442,7 @@ def test_an_uploaded_file_is_imported_after_the_preview(admin: Client) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     upload = SimpleUploadedFile("clawboard.toml", IMPORT_TOML.encode(), content_type="text/plain")
-    response = admin.post("/config/import/", {"toml": "", "file": upload})
+    response = admin.post("/config/import/", {"toml": "", "file": upload, "prune": "true"})
     assert response.status_code == 302
     snap = config_snapshot_get()
     assert sorted(snap.agents) == ["solo"]

@@ -798,7 +798,10 @@ def load_config(c: Cluster, toml_text: str) -> None:
     """Replace the whole configuration through REST (POST /api/v1/config/, application/toml)."""
     with c.api(0) as api:
         answer = api.post(
-            "/config/", content=(BASE_TOML + toml_text).encode(), headers={"Content-Type": "application/toml"}
+            # prune: an import keeps what the file lacks unless told to replace everything
+            "/config/?prune=true",
+            content=(BASE_TOML + toml_text).encode(),
+            headers={"Content-Type": "application/toml"},
         )
     assert answer.status_code == 200, f"config import failed: {answer.status_code} {answer.text[:2000]}"
 

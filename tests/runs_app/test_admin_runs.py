@@ -40,7 +40,10 @@ def test_a_schedule_with_a_bad_cron_is_refused_in_the_admin() -> None:
     }
     response = client.post("/admin/runs_app/schedule/add/", body)
     assert response.status_code == 200
-    assert "cron must be a valid cron expression (got &#x27;every day&#x27;)" in response.content.decode()
+    assert (
+        "cron expression &quot;every day&quot; must have five fields "
+        "(minute hour day-of-month month day-of-week); got 2" in response.content.decode()
+    )
     assert not Schedule.objects.exists()
     body["cron"] = "0 3 * * *"
     assert client.post("/admin/runs_app/schedule/add/", body).status_code == 302

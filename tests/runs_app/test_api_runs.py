@@ -22,17 +22,18 @@ GREET = """
 model = "greet-1"
 script = [
   { match = "^fail", turns = [ { error = "boom" } ] },
-  { match = "^part:", turns = [ { say = "did {{prompt}}", usage = { input = 7, output = 3 } } ] },
+  { match = "^part:", turns = [ { say = "did {{prompt}}", usage = { input = 1400, output = 600 } } ] },
   { match = "^slow", turns = [ { sleep_ms = 800 }, { say = "slept" } ] },
   { match = "^spawn", turns = [
-      { tool_calls = [ { name = "spawn_subagent", arguments = { prompt = "part: one" } } ], usage = { input = 11, output = 2 } },
-      { say = "summary: {{tool_results}}", usage = { input = 13, output = 4 } },
+      { tool_calls = [ { name = "spawn_subagent", arguments = { prompt = "part: one" } } ], usage = { input = 2200, output = 400 } },
+      { say = "summary: {{tool_results}}", usage = { input = 2600, output = 800 } },
   ] },
-  { turns = [ { say = "hello {{prompt}}", usage = { input = 10, output = 5 } } ] },
+  { turns = [ { say = "hello {{prompt}}", usage = { input = 2000, output = 1000 } } ] },
 ]
 [providers.models.scripted.greet.pricing]
-input_per_mtok_cents = 1000000
-output_per_mtok_cents = 2000000
+# 0.5 and 1 cent per 100 tokens (prices are at most 10,000 cents per million)
+input_per_mtok_cents = 5000
+output_per_mtok_cents = 10000
 
 [agents.greeter]
 model_provider = "scripted.greet"
@@ -215,13 +216,13 @@ def test_the_tree_sums_usage_and_cost_over_each_subtree(worker: object, operator
     for run_id in (root["id"], child_id):
         tree = operator.get(f"/api/v1/runs/{run_id}/tree/").json()
         assert tree["id"] == root["id"]
-        assert (tree["input_tokens"], tree["output_tokens"], tree["cost_cents"]) == (24, 6, 36)
-        assert tree["subtree"] == {"runs": 2, "input_tokens": 31, "output_tokens": 9, "cost_cents": 49}
+        assert (tree["input_tokens"], tree["output_tokens"], tree["cost_cents"]) == (4800, 1200, 36)
+        assert tree["subtree"] == {"runs": 2, "input_tokens": 6200, "output_tokens": 1800, "cost_cents": 49}
         [child] = tree["children"]
         assert child["id"] == str(child_id)
         assert child["kind"] == "subagent"
         assert child["output_preview"] == "did part: one"
-        assert child["subtree"] == {"runs": 1, "input_tokens": 7, "output_tokens": 3, "cost_cents": 13}
+        assert child["subtree"] == {"runs": 1, "input_tokens": 1400, "output_tokens": 600, "cost_cents": 13}
 
 
 def _grow_tree(width: int, depth: int) -> Run:
@@ -353,7 +354,7 @@ def test_cancel_cascades_and_only_the_creator_or_an_admin_may_cancel(
     assert refused.status_code == 403
     assert refused.json() == {
         "detail": "Only the run's creator or an admin may cancel it.",
-        "code": "forbidden",
+        "code": "permission_denied",
     }
     done = admin.post(url)
     assert done.status_code == 200
@@ -510,7 +511,11 @@ def test_schedules_are_created_listed_changed_and_deleted_with_a_valid_cron(
     bad = operator.post("/api/v1/schedules/", {**body, "cron": "every night"}, format="json")
     assert bad.status_code == 400
     assert bad.json()["errors"] == [
-        {"field": "cron", "message": "'every night' is not a valid cron expression"}
+        {
+            "field": "cron",
+            "message": 'cron expression "every night" must have five fields '
+            "(minute hour day-of-month month day-of-week); got 2",
+        }
     ]
     unknown = operator.post("/api/v1/schedules/", {**body, "agent": "nobody"}, format="json")
     assert unknown.json()["errors"] == [{"field": "agent", "message": "Unknown agent 'nobody'"}]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agents_app.gates import delegate_gates
+from agents_app.models import ModelProvider
 from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 from policies_app.tracker import tracker_usage
@@ -312,8 +313,11 @@ def test_check_8_readonly_caller() -> None:
 
 
 def test_check_9_provider_build_failure_spends_nothing() -> None:
-    extra = provider("broken", [{"turns": []}]) + agent("brk", "scripted.broken")
+    extra = provider("broken", [{"turns": [{"say": "fine"}]}]) + agent("brk", "scripted.broken")
     setup(echo(delegate(agent="brk", prompt="x")), extra=extra)
+    # A script that cannot build is refused when saved (issue 16); one saved by an older
+    # version can still be in the database, and the provider build must fail on it cleanly.
+    ModelProvider.objects.filter(type="scripted", alias="broken").update(script=[{"turns": []}])
     run = finish("boss", "go")
     assert call_results(run) == [
         fail(

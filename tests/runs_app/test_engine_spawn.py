@@ -394,7 +394,7 @@ def test_background_spawn_accepts_announces_and_sessions_yield_waits() -> None:
         provider(
             "boss",
             [*CHILD_RULES, yielding(spawn(prompt="slow: a", background=True, label="the label"))],
-            pricing={"input_per_mtok_cents": 100000, "output_per_mtok_cents": 300000},
+            pricing={"input_per_mtok_cents": 1000, "output_per_mtok_cents": 3000},
         )
         + agent("boss", "scripted.boss")
     )

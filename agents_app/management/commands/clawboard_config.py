@@ -6,26 +6,25 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents_app.config_io import (
-    ConfigParseError,
-    ConfigShapeError,
-    diff_snapshots,
-    export_toml,
-    parse_toml,
-    summarize_diff,
-)
+from agents_app.config_io import ConfigParseError, ConfigShapeError, export_toml, parse_toml
+from agents_app.imports import import_apply, import_plan
 from agents_app.selectors import config_snapshot_get
-from agents_app.services import ConfigValidationError, config_replace
-from agents_app.validation import validate_snapshot
+from agents_app.services import ConfigValidationError
 
 
 class Command(BaseCommand):
-    help = "Import or export the whole configuration as TOML (import is atomic; --dry-run shows the diff)."
+    help = (
+        "Import or export the whole configuration as TOML (import is atomic; --dry-run shows the diff; "
+        "--prune deletes what the file lacks)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["import", "export"])
         parser.add_argument("file", help="path of the TOML file, or - for stdin/stdout")
         parser.add_argument("--dry-run", action="store_true", help="import: show the diff, change nothing")
+        parser.add_argument(
+            "--prune", action="store_true", help="import: delete the entries the file does not mention"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "export":
@@ -51,18 +50,22 @@ class Command(BaseCommand):
             raise CommandError("\n".join(m for _, m in exc.errors)) from exc
         for warning in result.warnings:
             self.stderr.write(f"warning: {warning}")
-        errors = validate_snapshot(result.snapshot)
-        if errors:
-            raise CommandError("\n".join(m for _, m in errors))
-        old = config_snapshot_get()
-        for line in summarize_diff(old, result.snapshot):
+        revision = None
+        if options["dry_run"]:
+            plan = import_plan(result, prune=options["prune"])
+            if plan.errors:
+                raise CommandError("\n".join(m for _, m in plan.errors))
+        else:
+            try:
+                plan, revision = import_apply(
+                    result, prune=options["prune"], summary=f"import {options['file']}"
+                )
+            except ConfigValidationError as exc:
+                raise CommandError("\n".join(m for _, m in exc.errors)) from exc
+        for line in plan.summary_lines()[len(plan.warnings) :]:
             self.stdout.write(line)
         if options["dry_run"]:
-            self.stdout.write(diff_snapshots(old, result.snapshot), ending="")
+            self.stdout.write(plan.diff, ending="")
             self.stdout.write("dry run: nothing changed")
             return
-        try:
-            revision = config_replace(snapshot=result.snapshot, summary=f"import {options['file']}")
-        except ConfigValidationError as exc:
-            raise CommandError("\n".join(m for _, m in exc.errors)) from exc
         self.stdout.write(f"imported: revision {revision.pk}" if revision else "no change")

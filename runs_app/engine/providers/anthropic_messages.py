@@ -7,11 +7,11 @@ key or body.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anthropic
 
+from agents_app.secrets import provider_api_key
 from agents_app.snapshot import ProviderSpec
 
 from .base import (
@@ -108,7 +108,7 @@ class AnthropicProvider:
             # Recent clients no longer take `temperature` as an argument; the wire field remains.
             params["extra_body"] = {"temperature": temperature}
 
-        api_key = (os.environ.get(spec.api_key_env, "") if spec.api_key_env else "") or "none"
+        api_key = provider_api_key(spec) or "none"
         try:
             with anthropic.Anthropic(
                 api_key=api_key, base_url=self.base_url, timeout=float(spec.timeout_secs), max_retries=0

@@ -8,12 +8,12 @@ endpoint, key or response body can leak into run errors or logs.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from agents_app.secrets import provider_api_key
 from agents_app.snapshot import ProviderSpec
 
 from .base import (
@@ -62,7 +62,7 @@ def base_url_for(spec: ProviderSpec) -> str:
 
 def api_key_for(spec: ProviderSpec) -> str:
     # Local servers accept any key, but the client insists on a non-empty one.
-    return (os.environ.get(spec.api_key_env, "") if spec.api_key_env else "") or "none"
+    return provider_api_key(spec) or "none"
 
 
 def _wire_message(message: ChatMessage) -> dict[str, Any]:
