@@ -34,8 +34,8 @@ class TrackerUsage(TypedDict):
 def _locked_tracker(key: str) -> Tracker:
     """The tracker row, locked for the rest of the transaction on PostgreSQL (SQLite's
     IMMEDIATE transactions hold the database's write lock already)."""
-    tracker, _ = Tracker.objects.get_or_create(key=key)
-    return Tracker.objects.select_for_update().get(pk=tracker.pk)
+    tracker, _ = Tracker.objects.select_for_update().get_or_create(key=key)
+    return tracker
 
 
 def _today(now: datetime | None) -> date:

@@ -119,9 +119,11 @@ def lock_tree(root_id: Any) -> None:
 
 
 @contextmanager
-def tree_tx(root_id: Any) -> Iterator[None]:
-    """`transaction.atomic()` holding the tree's lock from its first statement."""
-    with transaction.atomic():
+def tree_tx(root_id: Any, *, savepoint: bool = False) -> Iterator[None]:
+    """`transaction.atomic()` holding the tree's lock from its first statement. Nested in
+    another transaction it adds no savepoint unless asked (`savepoint=True`, for a block
+    whose failure its caller catches and survives): an error inside ends the whole one."""
+    with transaction.atomic(savepoint=savepoint):
         lock_tree(root_id)
         yield
 

@@ -248,7 +248,7 @@ def _single(
         return unavailable
     target = snap.agents[target_alias]
     policy = _caller_policy(caller)
-    with events.tree_tx(caller.root_id or caller.pk):  # tree lock first: see events.lock_tree
+    with events.tree_tx(caller.root_id or caller.pk, savepoint=True):  # tree lock first: see events.lock_tree
         spent = _spend(caller, policy, 1)
         if spent:
             return spent
@@ -321,7 +321,7 @@ def _parallel(
     if unavailable:
         return unavailable
     policy = _caller_policy(caller)
-    with events.tree_tx(caller.root_id or caller.pk):  # tree lock first: see events.lock_tree
+    with events.tree_tx(caller.root_id or caller.pk, savepoint=True):  # tree lock first: see events.lock_tree
         spent = _spend(caller, policy, len(names))
         if spent:
             return spent

@@ -60,7 +60,7 @@ def advance_run(run_id: Any) -> None:
         return
     with heartbeat.holding(run.pk):
         try:
-            drive(run.pk)
+            drive(run)
         except Stopped:
             pass
         except Exception as exc:
@@ -70,14 +70,18 @@ def advance_run(run_id: Any) -> None:
             )
 
 
-def drive(run_id: Any) -> None:
-    transcript = load(run_id)
-    while (step := current(run_id, transcript)) is not None:
+def drive(claimed: Run) -> None:
+    """Model turns while the run can go on. The first works on the row as the claim read it;
+    each later one reads the row again (a cancel, a steer, a model_switch may have changed it)."""
+    transcript = load(claimed.pk)
+    step: Step | None = Step(claimed, policy_of(claimed), transcript)
+    while step is not None:
         if not resume(step) or limit_reached(step):
             return
         turn = take_turn(step)
         if not apply(step, turn, decide(state_of(step), turn)):
             return
+        step = current(claimed.pk, transcript)
 
 
 def current(run_id: Any, transcript: Transcript) -> Step | None:
@@ -189,7 +193,7 @@ def _calls_in_savepoint(step: Step, decision: Continue | Wait) -> tuple[bool, li
     wait, in a savepoint: if that fails, the turn stays recorded (it was paid for) and the
     error goes on once it has committed. Returns (go on, the local calls to run, the error)."""
     try:
-        with events.tree_tx(step.root_id):  # nested: a savepoint
+        with events.tree_tx(step.root_id, savepoint=True):
             ready = record_calls(step, decision.calls)
             if any(r.name in LOCAL_TOOLS for r in ready):
                 return False, ready, None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q
 from django.db.models.expressions import Combinable
 
@@ -48,7 +49,8 @@ def lock_run(run_id: Any) -> None:
     """Serialise the "does this run still wait?" decisions on its row (PostgreSQL; SQLite's
     IMMEDIATE transactions serialise writers already), so that a run going to wait and a
     settle or an approval waking it never miss each other."""
-    list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+    if connection.vendor == "postgresql":
+        list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
 
 
 def blocking(run_id: Any) -> tuple[int, int]:
