@@ -127,7 +127,7 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
     if not has_role(user, "operator"):
         raise RunServiceError("Only operators and admins may decide approvals.", "forbidden")
     status = Approval.Status.APPROVED if approve else Approval.Status.DENIED
-    with events.tree_tx(approval.run.root_id or approval.run_id):
+    with events.tree_tx(approval.run.root_id or approval.run_id, savepoint=True):  # refusals raise inside
         lock_run(approval.run_id)
         now = timezone.now()
         run_status = Run.objects.filter(pk=approval.run_id).values_list("status", flat=True).first()
