@@ -16,16 +16,23 @@ from runs_app.models import Run, RunEvent
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+class Published(list[dict[str, Any]]):
+    """What was published of the tree `root`, subscribed before its run exists."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = uuid.uuid4()
+
+
 @pytest.fixture
 def published() -> Any:
-    seen: list[dict[str, Any]] = []
-    events.add_listener(seen.append)
+    seen = Published()
+    events.subscribe(seen.root, seen.append)
     yield seen
-    events.remove_listener(seen.append)
+    events.unsubscribe(seen.root, seen.append)
 
 
-def make_run() -> Run:
-    run_id = uuid.uuid4()
+def make_run(run_id: uuid.UUID) -> Run:
     return Run.objects.create(id=run_id, root_id=run_id, agent="boss", prompt="p", policy={}, tools=[])
 
 
@@ -37,8 +44,8 @@ class Boom(Exception):
     pass
 
 
-def test_a_tree_transaction_writes_its_events_at_commit_in_order(published: list[dict[str, Any]]) -> None:
-    run = make_run()
+def test_a_tree_transaction_writes_its_events_at_commit_in_order(published: Published) -> None:
+    run = make_run(published.root)
     with events.tree_tx(run.pk):
         first = events.emit(run, "run.started", {"n": 1})
         with events.tree_tx(run.pk):  # nested, savepoint
@@ -57,9 +64,9 @@ def test_a_tree_transaction_writes_its_events_at_commit_in_order(published: list
 
 
 def test_an_event_of_a_rolled_back_savepoint_is_neither_written_nor_published(
-    published: list[dict[str, Any]],
+    published: Published,
 ) -> None:
-    run = make_run()
+    run = make_run(published.root)
     with events.tree_tx(run.pk):
         events.emit(run, "run.started", {"n": 1})
         with pytest.raises(Boom), events.tree_tx(run.pk):
@@ -73,8 +80,8 @@ def test_an_event_of_a_rolled_back_savepoint_is_neither_written_nor_published(
     assert [p["data"] for p in published] == [{"n": 1}, {"n": 2}]
 
 
-def test_a_failed_tree_transaction_writes_and_publishes_nothing(published: list[dict[str, Any]]) -> None:
-    run = make_run()
+def test_a_failed_tree_transaction_writes_and_publishes_nothing(published: Published) -> None:
+    run = make_run(published.root)
     with pytest.raises(Boom), events.tree_tx(run.pk):
         events.emit(run, "run.started")
         raise Boom
@@ -85,8 +92,8 @@ def test_a_failed_tree_transaction_writes_and_publishes_nothing(published: list[
     assert [t for _, t, _ in logged(run)] == ["run.waiting"]
 
 
-def test_outside_a_tree_transaction_an_event_is_written_at_once(published: list[dict[str, Any]]) -> None:
-    run = make_run()
+def test_outside_a_tree_transaction_an_event_is_written_at_once(published: Published) -> None:
+    run = make_run(published.root)
     with transaction.atomic():
         event = events.emit(run, "run.started")
         assert event["id"] is not None
@@ -97,8 +104,8 @@ def test_outside_a_tree_transaction_an_event_is_written_at_once(published: list[
     assert [p["id"] for p in published] == [event["id"], inner["id"]]
 
 
-def test_a_large_batch_is_written_in_chunks_in_order(published: list[dict[str, Any]]) -> None:
-    run = make_run()
+def test_a_large_batch_is_written_in_chunks_in_order(published: Published) -> None:
+    run = make_run(published.root)
     with events.tree_tx(run.pk):
         made = [events.emit(run, "tool.call", {"i": i}) for i in range(1203)]
     rows = logged(run)
