@@ -46,8 +46,8 @@ EVENT_TYPES: tuple[str, ...] = (
 
 EVENT_LOCK_SPACE = 4242  # first key of the advisory locks that order a tree's events
 
-# The embedded mode's subscribers, by root id: called after commit, in the writer's thread,
-# with each event of their tree (see `runs_app.live`, which feeds its queues from them).
+# This process's subscribers, by root id: called with each event of their tree (`deliver`),
+# after its commit, in the writer's thread or on the loop of `runs_app.live`'s relay.
 _subscribers: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
 _subscribers_lock = threading.Lock()
 
@@ -56,19 +56,19 @@ def group_name(root_id: Any) -> str:
     return f"run-{root_id}"
 
 
-def subscribe(root_id: Any, deliver: Callable[[dict[str, Any]], None]) -> None:
-    """Call `deliver` with every event of this tree published in this process from now on
-    (the embedded mode only: in scale-out the events come through the channel layer). It runs
-    in the writer's thread after its commit, so it must be quick and must not raise."""
+def subscribe(root_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+    """Call `callback` with every event of this tree from now on: published in this process
+    (embedded mode), or relayed from the channel layer by `runs_app.live` (scale-out). It may
+    run in a writer's thread after its commit, so it must be quick and must not raise."""
     with _subscribers_lock:
-        _subscribers.setdefault(str(root_id), []).append(deliver)
+        _subscribers.setdefault(str(root_id), []).append(callback)
 
 
-def unsubscribe(root_id: Any, deliver: Callable[[dict[str, Any]], None]) -> None:
+def unsubscribe(root_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
     with _subscribers_lock:
         found = _subscribers.get(str(root_id), [])
-        if deliver in found:
-            found.remove(deliver)
+        if callback in found:
+            found.remove(callback)
         if not found:
             _subscribers.pop(str(root_id), None)
 
@@ -202,18 +202,24 @@ def tree_tx(root_id: Any, *, savepoint: bool = True) -> Iterator[None]:
                 setattr(conn, "_clawboard_events", None)  # noqa: B010
 
 
+def deliver(payload: dict[str, Any]) -> None:
+    """Hand one event to this process's subscribers of its tree."""
+    with _subscribers_lock:
+        found = list(_subscribers.get(payload["root_id"], ()))
+    for callback in found:
+        try:
+            callback(payload)
+        except Exception:  # a subscriber must never break the writer
+            log.exception("delivering event %s failed", payload.get("id"))
+
+
 def publish(payload: dict[str, Any]) -> None:
-    """Send one committed event to its tree's subscribers: this process's (embedded mode) or
-    the channel-layer group's (scale-out)."""
+    """Send one committed event to its tree's subscribers: this process's in the embedded
+    mode; in scale-out, the channel-layer group's (`runs_app.live` relays it to the
+    subscribers of each server process, this one included)."""
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
-        with _subscribers_lock:
-            found = list(_subscribers.get(payload["root_id"], ()))
-        for deliver in found:
-            try:
-                deliver(payload)
-            except Exception:  # a subscriber must never break the writer
-                log.exception("delivering event %s failed", payload["id"])
+        deliver(payload)
         return
     try:
         async_to_sync(layer.group_send)(

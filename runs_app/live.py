@@ -12,22 +12,26 @@ there. None lost, none doubled.
 reads the runs' statuses after subscribing, then again only when a terminal event of one of
 them arrives: no periodic re-read.
 
-Where live events come from:
-- the embedded mode (in-memory channel layer): every writer is in this process, and
-  `events.publish` hands each event to the subscribers of its tree (`events.subscribe`) in the
-  writer's thread. A subscriber here lives on an event loop (daphne's, or the one
-  `async_to_sync` made), so its callback only schedules the put on its own loop's queue.
-- scale-out (channels_redis, `CHANNEL_LAYER_URL`): the writers are other processes and
-  `events.publish` sends to the tree's channel-layer group; a subscriber gets a channel of its
-  own in those groups and a task that receives on it."""
+Where live events come from: a subscriber registers with this process's subscribers of its
+trees (`events.subscribe`), which `events.deliver` calls with each event. A subscriber lives
+on an event loop (daphne's, or one `async_to_sync` made), so its callback only schedules the
+put on its own loop's queue.
+- Embedded mode (in-memory channel layer): every writer is in this process, and
+  `events.publish` delivers each event itself, in the writer's thread, after its commit.
+- Scale-out (channels_redis, `CHANNEL_LAYER_URL`): the writers are other processes, and
+  `events.publish` sends to the tree's channel-layer group. Each event loop of a process has
+  one `Relay`: a channel in the groups of the trees followed there, and a task that delivers
+  what it receives."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -42,11 +46,13 @@ log = logging.getLogger(__name__)
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset(f"run.{status}" for status in TERMINAL_STATUSES)
 BATCH = 500
+STOP_TYPE = "live.stop"
+STOP_SECS = 10.0
 RETRY_SECS = 1.0  # after a failed receive (Redis restarting): wait, join the groups again
 
-# Put in a subscription's queue when live events may have been lost (the channel layer failed):
-# whoever reads it looks at the table instead.
-RESYNC: dict[str, Any] = {"type": "live.resync"}
+# The type of the mark a subscription gets when live events of its tree may have been lost
+# (receiving from the channel layer failed): whoever reads it looks at the table instead.
+RESYNC_TYPE = "live.resync"
 
 T = TypeVar("T")
 
@@ -71,20 +77,15 @@ async def read(fn: Callable[[], T]) -> T:
     return await sync_to_async(call, thread_sensitive=True)()
 
 
-def _uses_channel_layer() -> bool:
-    layer = get_channel_layer()
-    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
-
-
 class Subscription:
     """The live events of some trees, published after it started, in the order they arrived;
-    `RESYNC` in between when some may have been lost."""
+    a resync mark (`is_resync`) in between when some may have been lost."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def get(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next live event (or `RESYNC`), or None when `timeout` seconds passed first."""
+        """The next live event (or resync mark), or None when `timeout` seconds passed first."""
         if timeout is None:
             return await self.queue.get()
         try:
@@ -93,8 +94,12 @@ class Subscription:
             return None
 
 
+def is_resync(item: dict[str, Any]) -> bool:
+    return item.get("type") == RESYNC_TYPE
+
+
 def _put_threadsafe(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], payload: Any) -> None:
-    """Called by `events.publish` in the writer's thread: an asyncio queue may only be fed on
+    """Called by `events.deliver` in the writer's thread: an asyncio queue may only be fed on
     its own loop."""
     with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening any more
         loop.call_soon_threadsafe(queue.put_nowait, payload)
@@ -106,63 +111,142 @@ async def subscribe(root_ids: Iterable[Any]) -> AsyncIterator[Subscription]:
     when this returns, so a read of the table after it misses nothing."""
     roots = sorted({str(r) for r in root_ids if r})
     sub = Subscription()
-    if not _uses_channel_layer():
-        deliver = functools.partial(_put_threadsafe, asyncio.get_running_loop(), sub.queue)
-        for root in roots:
-            events.subscribe(root, deliver)
-        try:
-            yield sub
-        finally:
-            for root in roots:
-                events.unsubscribe(root, deliver)
-        return
-    layer = get_channel_layer()
-    assert layer is not None
-    # The default prefix, as the consumers' channels have: channels_redis receives for every
-    # channel of a process through the one that holds its receive lock, and that one only pops
-    # the Redis list of its own prefix, so a channel of another prefix would starve.
-    channel = await layer.new_channel()
-    groups = [events.group_name(root) for root in roots]
-    for group in groups:
-        await layer.group_add(group, channel)
-    receiver = asyncio.create_task(_receive(layer, channel, groups, sub.queue))
+    deliver = functools.partial(_put_threadsafe, asyncio.get_running_loop(), sub.queue)
+    for root in roots:
+        events.subscribe(root, deliver)
+    relay = await _relay()
     try:
+        if relay is not None:
+            await relay.add(roots)
         yield sub
     finally:
-        receiver.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await receiver
-        for group in groups:
-            try:
-                await layer.group_discard(group, channel)
-            except Exception:  # the membership expires on its own (the layer's group_expiry)
-                log.warning("leaving %s failed", group, exc_info=True)
+        for root in roots:
+            events.unsubscribe(root, deliver)
+        if relay is not None:
+            await relay.discard(roots)
 
 
-async def _receive(layer: Any, channel: str, groups: list[str], queue: asyncio.Queue[dict[str, Any]]) -> None:
-    """Receive the channel's messages into the queue, until cancelled. Its own task, so that
-    a reader that stops waiting never cancels a receive half-way (a message would be lost)."""
-    failing = False
-    while True:
+class Relay:
+    """Scale-out: one channel of this event loop, in the channel-layer groups of the trees
+    this process's subscribers follow (counted per tree), and a task that hands what it
+    receives to them (`events.deliver`). One receiver per loop, not one per subscriber: it is
+    only stopped when nobody follows any tree, because channels_redis receives for every
+    channel of a process through one of them, and a receive cancelled half-way can lose a
+    message meant for another channel (seen as waits that were never woken)."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.channel = ""
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.joined: set[str] = set()
+        self.membership = asyncio.Lock()
+        self.receiver: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.channel = await self.layer.new_channel()
+        self.receiver = asyncio.create_task(self._receive())
+
+    def alive(self) -> bool:
+        return self.receiver is not None and not self.receiver.done()
+
+    async def add(self, roots: list[str]) -> None:
+        """Count one more subscriber on each tree; return once the channel is in their groups."""
+        self.counts.update(roots)
+        await self._sync(roots)
+
+    async def discard(self, roots: list[str]) -> None:
+        """One subscriber fewer on each tree; the group of a tree nobody follows is left.
+        With no subscriber left the relay stops (the next subscriber starts another), so a
+        short-lived loop (`async_to_sync` in a command) ends with nothing receiving."""
+        self.counts.subtract(roots)
+        for root in roots:
+            if self.counts[root] <= 0:
+                del self.counts[root]
+        stopping = not self.counts
+        if stopping:
+            loop = asyncio.get_running_loop()
+            if _relays.get(loop) is self:
+                del _relays[loop]
+        await self._sync(roots)
+        if stopping and self.receiver is not None:
+            await self._stop(self.receiver)
+
+    async def _stop(self, receiver: asyncio.Task[None]) -> None:
+        """End the receiver with a message of its own rather than a cancel, which can leave
+        channels_redis receiving forever."""
         try:
-            message = await layer.receive(channel)
-        except asyncio.CancelledError:
-            raise
+            await self.layer.send(self.channel, {"type": STOP_TYPE})
+            await asyncio.wait_for(asyncio.shield(receiver), STOP_SECS)
         except Exception:
-            # Once per outage, not once a second while Redis is away.
-            (log.debug if failing else log.warning)("receiving live events failed", exc_info=True)
-            failing = True
-            await asyncio.sleep(RETRY_SECS)
-            # A Redis restarted without persistence forgot the groups; messages may be lost.
-            with contextlib.suppress(Exception):
-                for group in groups:
-                    await layer.group_add(group, channel)
-            queue.put_nowait(RESYNC)
-            continue
+            log.warning("stopping the live relay took too long", exc_info=True)
+            receiver.cancel()
+
+    async def _sync(self, roots: list[str]) -> None:
+        async with self.membership:
+            for root in roots:
+                wanted = self.counts[root] > 0
+                if wanted and root not in self.joined:
+                    await self.layer.group_add(events.group_name(root), self.channel)
+                    self.joined.add(root)
+                elif not wanted and root in self.joined:
+                    self.joined.discard(root)
+                    try:
+                        await self.layer.group_discard(events.group_name(root), self.channel)
+                    except Exception:  # the membership expires on its own (group_expiry)
+                        log.warning("leaving the group of %s failed", root, exc_info=True)
+
+    async def _receive(self) -> None:
         failing = False
-        payload = message.get("event") if message.get("type") == "run.event" else None
-        if isinstance(payload, dict):
-            queue.put_nowait(payload)
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # The loop is closing: redis-py turned the cancellation into an error.
+                    raise asyncio.CancelledError from None
+                # Once per outage, not once a second while Redis is away.
+                (log.debug if failing else log.warning)("receiving live events failed", exc_info=True)
+                failing = True
+                await asyncio.sleep(RETRY_SECS)
+                await self._rejoin()
+                continue
+            failing = False
+            if message.get("type") == STOP_TYPE:
+                return
+            payload = message.get("event") if message.get("type") == "run.event" else None
+            if isinstance(payload, dict):
+                events.deliver(payload)
+
+    async def _rejoin(self) -> None:
+        """After a failure: join the groups again (a Redis restarted without persistence
+        forgot them), and tell the subscribers that events may have been lost."""
+        async with self.membership:
+            for root in list(self.joined):
+                try:
+                    await self.layer.group_add(events.group_name(root), self.channel)
+                except Exception:
+                    log.debug("joining the group of %s again failed", root, exc_info=True)
+                events.deliver({"type": RESYNC_TYPE, "root_id": root, "id": 0})
+
+
+_relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
+
+
+async def _relay() -> Relay | None:
+    """This loop's relay, started on first use; None with the in-memory layer, where
+    `events.publish` delivers in this process itself."""
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return None
+    loop = asyncio.get_running_loop()
+    relay = _relays.get(loop)
+    if relay is None or relay.layer is not layer or not relay.alive():
+        relay = _relays[loop] = Relay(layer)
+        await relay.start()
+    return relay
 
 
 def _stored_batch(root_id: str, after: int, before: int | None, run_id: str | None) -> list[dict[str, Any]]:
@@ -221,7 +305,7 @@ async def tree_events(
             item = await live.get(timeout)
             if item is None:
                 continue
-            if item is RESYNC:
+            if is_resync(item):
                 before = None
             elif (only is not None and item.get("run_id") != only) or int(item["id"]) <= last:
                 continue
@@ -231,7 +315,7 @@ async def tree_events(
                 async for event in stored_events(root, last, before=before, run_id=only):
                     yield event
                     last = int(event["id"])
-            if item is not RESYNC and int(item["id"]) > last:
+            if not is_resync(item) and int(item["id"]) > last:
                 yield item
                 last = int(item["id"])
 
@@ -260,6 +344,8 @@ async def wait_terminal(run_ids: Iterable[Any], timeout: float) -> bool:
             item = await live.get(deadline - time.monotonic())
             if item is None:  # the time is up: one last look
                 return not await read(functools.partial(_unfinished, sorted(waiting)))
-            if item is RESYNC or (item.get("type") in TERMINAL_EVENT_TYPES and item.get("run_id") in waiting):
+            if is_resync(item) or (
+                item.get("type") in TERMINAL_EVENT_TYPES and item.get("run_id") in waiting
+            ):
                 waiting = {run for run, _ in await read(functools.partial(_unfinished, sorted(waiting)))}
     return True
