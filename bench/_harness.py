@@ -47,10 +47,12 @@ def configure(toml_text: str) -> None:
 
 
 def wait_terminal(run_id: Any, timeout: float = 600) -> Any:
-    from runs_app.models import TERMINAL_STATUSES, Run
-    from runs_app.waiting import wait_for_terminal
+    from asgiref.sync import async_to_sync
 
-    wait_for_terminal([run_id], timeout)
+    from runs_app import live
+    from runs_app.models import TERMINAL_STATUSES, Run
+
+    async_to_sync(live.wait_terminal)([run_id], timeout)
     run = Run.objects.get(pk=run_id)
     if run.status not in TERMINAL_STATUSES:
         raise RuntimeError(f"run {run_id} still {run.status} after {timeout}s")

@@ -1,12 +1,13 @@
 """Events are facts first, messages second (SPEC §9).
 
-`emit` writes the event row inside the caller's transaction; publishing to the channel-layer
-group of the root run happens on commit. A subscriber that reconnects with its last seen id
-reads what it missed from the table, so a lost message never loses an event."""
+`emit` writes the event row inside the caller's transaction; publishing happens on commit: to
+the channel-layer group of the root run in scale-out, to this process's subscribers of the
+tree in the embedded mode (`subscribe`). A subscriber that reconnects with its last seen id
+reads what it missed from the table, so a lost message never loses an event (`runs_app.live`
+reads both)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -43,32 +44,31 @@ EVENT_TYPES: tuple[str, ...] = (
 
 EVENT_LOCK_SPACE = 4242  # first key of the advisory locks that order a tree's events
 
-# In-process listeners (await_sessions, REST `wait`): called after commit with each event.
-_listeners: list[Callable[[dict[str, Any]], None]] = []
-_listeners_lock = threading.Lock()
-# The event loop of the ASGI server in this process, for the in-memory channel layer,
-# whose queues must only be touched from their own loop.
-_server_loop: asyncio.AbstractEventLoop | None = None
+# This process's subscribers, by root id: called with each event of their tree (`deliver`),
+# after its commit, in the writer's thread or on the loop of `runs_app.live`'s relay.
+_subscribers: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
+_subscribers_lock = threading.Lock()
 
 
 def group_name(root_id: Any) -> str:
     return f"run-{root_id}"
 
 
-def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
-    global _server_loop
-    _server_loop = loop
+def subscribe(root_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+    """Call `callback` with every event of this tree from now on: published in this process
+    (embedded mode), or relayed from the channel layer by `runs_app.live` (scale-out). It may
+    run in a writer's thread after its commit, so it must be quick and must not raise."""
+    with _subscribers_lock:
+        _subscribers.setdefault(str(root_id), []).append(callback)
 
 
-def add_listener(fn: Callable[[dict[str, Any]], None]) -> None:
-    with _listeners_lock:
-        _listeners.append(fn)
-
-
-def remove_listener(fn: Callable[[dict[str, Any]], None]) -> None:
-    with _listeners_lock:
-        if fn in _listeners:
-            _listeners.remove(fn)
+def unsubscribe(root_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+    with _subscribers_lock:
+        found = _subscribers.get(str(root_id), [])
+        if callback in found:
+            found.remove(callback)
+        if not found:
+            _subscribers.pop(str(root_id), None)
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
@@ -128,34 +128,28 @@ def tree_tx(root_id: Any, *, savepoint: bool = False) -> Iterator[None]:
         yield
 
 
-def dispatch_local(payload: dict[str, Any]) -> None:
-    """Call this process's listeners with one event, without publishing it anywhere.
-
-    `publish` calls it for the events written here; `runs_app.wakeups` for the events of
-    other processes that it receives from the channel layer."""
-    with _listeners_lock:
-        listeners = list(_listeners)
-    for fn in listeners:
+def deliver(payload: dict[str, Any]) -> None:
+    """Hand one event to this process's subscribers of its tree."""
+    with _subscribers_lock:
+        found = list(_subscribers.get(payload["root_id"], ()))
+    for callback in found:
         try:
-            fn(payload)
-        except Exception:  # a listener must never break the writer
-            log.exception("event listener failed")
+            callback(payload)
+        except Exception:  # a subscriber must never break the writer
+            log.exception("delivering event %s failed", payload.get("id"))
 
 
 def publish(payload: dict[str, Any]) -> None:
-    dispatch_local(payload)
+    """Send one committed event to its tree's subscribers: this process's in the embedded
+    mode; in scale-out, the channel-layer group's (`runs_app.live` relays it to the
+    subscribers of each server process, this one included)."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        deliver(payload)
         return
-    message = {"type": "run.event", "event": payload}
-    group = group_name(payload["root_id"])
     try:
-        if isinstance(layer, InMemoryChannelLayer):
-            loop = _server_loop
-            if loop is None or loop.is_closed():
-                return  # no websocket server in this process: nobody to tell
-            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
-        else:
-            async_to_sync(layer.group_send)(group, message)
+        async_to_sync(layer.group_send)(
+            group_name(payload["root_id"]), {"type": "run.event", "event": payload}
+        )
     except Exception:
         log.exception("publishing event %s failed", payload["id"])

@@ -8,6 +8,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from croniter import croniter
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -221,8 +222,6 @@ def run_resume(*, run: Run, user: Any) -> Run:
 
 def schedules_fire_due(now: datetime | None = None) -> list[Run]:
     """Start the runs of every enabled schedule whose cron expression came due."""
-    from croniter import croniter
-
     now = now or timezone.now()
     started: list[Run] = []
     for schedule in Schedule.objects.filter(enabled=True):

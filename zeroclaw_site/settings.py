@@ -194,9 +194,6 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # close_old_connections() still drop one that is old or broken.
 CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CLAWBOARD_WORKERS = env.int("CLAWBOARD_WORKERS", default=4)
-# Threads per server process for the REST views that may wait (`wait`, await_sessions): one
-# per waiting request. Each may hold a database connection while it runs.
-CLAWBOARD_WAIT_THREADS = max(1, env.int("CLAWBOARD_WAIT_THREADS", default=64))
 # Supervision (SPEC §4): how often the reaper sweeps, when a heartbeat counts as stale, and
 # when a queued run with no worker on it is enqueued again.
 CLAWBOARD_REAP_SECS = env.float("CLAWBOARD_REAP_SECS", default=30.0)

@@ -7,15 +7,15 @@ from runs_app.api import views as v
 # tool's exact `Invalid task_id` message) instead of the HTML page of an unmatched URL.
 urlpatterns: list[URLPattern | URLResolver] = [
     path("health/", hv.HealthApi.as_view(), name="health"),
-    path("runs/", v.off_server_thread(v.RunListApi.as_view()), name="api-runs"),
+    path("runs/", v.waits_on_loop(v.RunListApi.as_view()), name="api-runs"),
     path("runs/<str:run_id>/", v.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<str:run_id>/tree/", v.RunTreeApi.as_view(), name="api-run-tree"),
-    path("runs/<str:run_id>/events/", v.RunEventsApi.as_view(), name="api-run-events"),
+    path("runs/<str:run_id>/events/", v.waits_on_loop(v.RunEventsApi.as_view()), name="api-run-events"),
     path("runs/<str:run_id>/transcript/", v.RunTranscriptApi.as_view(), name="api-run-transcript"),
-    path("runs/<str:run_id>/spawn/", v.off_server_thread(v.RunSpawnApi.as_view()), name="api-run-spawn"),
+    path("runs/<str:run_id>/spawn/", v.waits_on_loop(v.RunSpawnApi.as_view()), name="api-run-spawn"),
     path(
         "runs/<str:run_id>/delegate/",
-        v.off_server_thread(v.RunDelegateApi.as_view()),
+        v.waits_on_loop(v.RunDelegateApi.as_view()),
         name="api-run-delegate",
     ),
     path("runs/<str:run_id>/cancel/", v.RunCancelApi.as_view(), name="api-run-cancel"),
@@ -26,7 +26,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("approvals/<str:approval_id>/approve/", v.ApprovalApproveApi.as_view(), name="api-approval-approve"),
     path("approvals/<str:approval_id>/deny/", v.ApprovalDenyApi.as_view(), name="api-approval-deny"),
     path("results/", v.ResultListApi.as_view(), name="api-results"),
-    path("results/await/", v.off_server_thread(v.ResultAwaitApi.as_view()), name="api-results-await"),
+    path("results/await/", v.waits_on_loop(v.ResultAwaitApi.as_view()), name="api-results-await"),
     path("results/<str:task_id>/", v.ResultDetailApi.as_view(), name="api-result-detail"),
     path("results/<str:task_id>/cancel/", v.ResultCancelApi.as_view(), name="api-result-cancel"),
     path("schedules/", v.ScheduleListApi.as_view(), name="api-schedules"),

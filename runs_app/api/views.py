@@ -6,20 +6,16 @@ model's tool calls use."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import functools
 import json
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
-from django.db import IntegrityError, connections
+from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -35,12 +31,25 @@ from agents_app.api.params import page_params
 from agents_app.api.parsers import JSONParser
 from agents_app.api.permissions import IsOperator, IsViewer
 from agents_app.roles import has_role
-from runs_app import events, selectors, services, waiting, wakeups
+from runs_app import events, live, selectors, services
 from runs_app.api import serializers as out
 from runs_app.api.throttling import RunStartThrottle
+from runs_app.engine import results
+from runs_app.engine.delegate import delegate_tool
+from runs_app.engine.frozen import policy_of
+from runs_app.engine.outcomes import background_tasks, child_result, parallel_result
+from runs_app.engine.results import (
+    await_result,
+    cancel_task,
+    check_result,
+    list_results,
+    parse_task_id,
+    pending_tasks,
+    validate_await,
+)
+from runs_app.engine.spawn import spawn_subagent
 from runs_app.engine.tools.base import ToolResult
 from runs_app.models import Run, Schedule
-from runs_app.waiting import wait_for_terminal
 
 MAX_WAIT_SECS = 300
 SPAWN_DEFAULT_WAIT_SECS = 30
@@ -70,96 +79,54 @@ TOOL_RESPONSES: dict[int, Any] = {code: out.ToolResultSerializer for code in (20
 log = logging.getLogger(__name__)
 
 
-_wait_executor: ThreadPoolExecutor | None = None
-_wait_executor_lock = threading.Lock()
+class AwaitRuns(Response):
+    """The answer of a view that waits for runs: `finish(finished)` gives its body and status
+    once every run of `run_ids` is terminal (finished=True) or `timeout` seconds have passed.
+    `waits_on_loop` does the waiting; until then it is a DRF response like any other, so
+    content negotiation, headers and throttling stay DRF's."""
+
+    def __init__(self, run_ids: list[Any], timeout: float, finish: Callable[[bool], Response]) -> None:
+        super().__init__(None)
+        self.run_ids = [str(i) for i in run_ids]
+        self.timeout = timeout
+        self.finish = finish
+
+    def complete(self, finished: bool) -> None:
+        final = self.finish(finished)
+        self.data, self.status_code = final.data, final.status_code
 
 
-def wait_executor() -> ThreadPoolExecutor:
-    """The threads of the views that may block: CLAWBOARD_WAIT_THREADS of them, at most.
+def waits_on_loop(view: Callable[..., HttpResponseBase]) -> Callable[..., Any]:
+    """A DRF view as an async view: the view itself (authentication, permissions, validation,
+    throttling, the quick work) runs on a thread; when it answers `AwaitRuns`, the waiting is
+    done on the event loop (`live.wait_terminal`), holding no thread and no database
+    connection, and only the final answer is read on a thread again."""
 
-    Not the event loop's default executor, which has min(32, CPUs + 4) threads (6 on two
-    CPUs): every waiting request holds a thread, and past that number requests queued."""
-    global _wait_executor
-    with _wait_executor_lock:
-        if _wait_executor is None:
-            _wait_executor = ThreadPoolExecutor(
-                max_workers=settings.CLAWBOARD_WAIT_THREADS, thread_name_prefix="clawboard-wait"
-            )
-        return _wait_executor
+    def call(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = view(request, *args, **kwargs)
+        if isinstance(response, AwaitRuns):
+            live.release_connection()
+        return response
 
-
-def off_server_thread(view: Callable[..., HttpResponseBase]) -> Callable[..., Any]:
-    """For views that may block for seconds (`wait`, await_sessions).
-
-    Under ASGI, Django runs every sync view on one shared thread, so a view that waits would
-    stall every other request; this one runs on a thread of `wait_executor` instead. Under
-    WSGI it stays on the request's thread (and the test client's database connection)."""
-
-    def call_and_close(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+    def complete(response: AwaitRuns, finished: bool) -> None:
         try:
-            return view(request, *args, **kwargs)
+            response.complete(finished)
         finally:
-            connections.close_all()  # this thread's connections, opened for this request only
+            live.release_connection()
 
     @functools.wraps(view)
     async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if isinstance(request, ASGIRequest):
-            run = sync_to_async(call_and_close, thread_sensitive=False, executor=wait_executor())
-            return await run(request, *args, **kwargs)
-        return await sync_to_async(view)(request, *args, **kwargs)
+        response = await sync_to_async(call, thread_sensitive=True)(request, *args, **kwargs)
+        if isinstance(response, AwaitRuns):
+            finished = await live.wait_terminal(response.run_ids, response.timeout)
+            await sync_to_async(complete, thread_sensitive=True)(response, finished)
+        return response
 
     return wrapper
 
 
 def sse_event(event: dict[str, Any]) -> bytes:
     return f"id: {event['id']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-
-
-def stream_response(
-    produce: Callable[[threading.Event], Iterator[bytes]], *, asgi: bool
-) -> Iterator[bytes] | AsyncIterator[bytes]:
-    """The body of a long-lived stream written by a blocking generator.
-
-    Under WSGI the generator is the body. Under ASGI a sync iterator would be read to its end
-    before anything is sent, so a thread of its own runs the generator and hands each chunk
-    to the event loop; the thread stops when the client goes away."""
-    stop = threading.Event()
-    if not asgi:
-        return produce(stop)
-
-    async def relay() -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-        def pump() -> None:
-            chunks = produce(stop)
-            try:
-                for chunk in chunks:
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-                    if stop.is_set():
-                        break
-            except RuntimeError:
-                pass  # the event loop closed under us: nobody is listening any more
-            except Exception:
-                log.exception("event stream failed")
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
-                connections.close_all()
-                try:
-                    loop.call_soon_threadsafe(queue.put_nowait, None)
-                except RuntimeError:
-                    pass
-
-        threading.Thread(target=pump, name="clawboard-sse", daemon=True).start()
-        try:
-            while (chunk := await queue.get()) is not None:
-                yield chunk
-        finally:
-            stop.set()
-
-    return relay()
 
 
 class ServiceRefusal(APIException):
@@ -274,16 +241,12 @@ def _tool_body(request: Request, default_wait: float) -> tuple[dict[str, Any], f
 
 
 def _result_limit(caller: Run) -> int:
-    from runs_app.engine.frozen import policy_of
-
     return policy_of(caller).runtime.effective_max_tool_result_chars
 
 
 def _admission_response(admission: Any, wait: float, caller: Run) -> Response:
     """The HTTP answer to a spawn/delegate admission: the tool result at once, or after the
     sync child(ren) finished within `wait`, or 202 with the child run(s) still going."""
-    from runs_app.engine.outcomes import child_result, parallel_result
-
     parallel = bool(admission.children)
     children: list[Run] = list(admission.children or ([admission.child] if admission.child else []))
     ids = [str(c.pk) for c in children]
@@ -292,7 +255,16 @@ def _admission_response(admission: Any, wait: float, caller: Run) -> Response:
         return _tool_response(admission.result, ADMISSION_STATUS.get(admission.code, 200), **id_fields)
     if not children:
         return _tool_response(ToolResult.fail("The tool admitted no child run"), 200)
-    finished = wait > 0 and wait_for_terminal(ids, wait)
+
+    def answer(finished: bool) -> Response:
+        return _children_answer(children, finished, caller, id_fields)
+
+    return AwaitRuns(ids, wait, answer) if wait > 0 else answer(False)
+
+
+def _children_answer(children: list[Run], finished: bool, caller: Run, id_fields: dict[str, Any]) -> Response:
+    parallel = "run_ids" in id_fields
+    ids = [c.pk for c in children]
     if not finished:
         current = dict(Run.objects.filter(pk__in=ids).values_list("pk", "status"))
         state = "running" if parallel else str(current.get(children[0].pk, children[0].status))
@@ -311,19 +283,21 @@ def _results_response(result: ToolResult) -> Response:
 
 
 def _await_sessions(args: dict[str, Any], caller: Run | None) -> Response:
-    """await_sessions, blocking this request. It listens for the tasks' terminal events: in
-    scale-out they come from the workers, through the channel layer, for the trees watched."""
-    from runs_app.engine.results import await_sessions_blocking, validate_await
-
+    """await_sessions: the result at once, or once the pending tasks settled or the timeout
+    passed (the request waits on the event loop, see `waits_on_loop`)."""
     checked = validate_await(args)
-    with waiting.watching_runs([] if isinstance(checked, ToolResult) else checked[0]):
-        return _results_response(await_sessions_blocking(args, caller=caller))
+    if isinstance(checked, ToolResult):
+        return _results_response(checked)
+    ids, timeout_ms = checked
+
+    def answer(finished: bool) -> Response:
+        return _results_response(await_result(ids, caller=caller))
+
+    pending = pending_tasks(ids, caller=caller)
+    return AwaitRuns(pending, timeout_ms / 1000, answer) if pending and timeout_ms > 0 else answer(True)
 
 
 def _cancel_task(task_id: Any, caller: Run | None, user: Any) -> Response:
-    from runs_app.engine.outcomes import background_tasks
-    from runs_app.engine.results import cancel_task, parse_task_id
-
     parsed = parse_task_id(task_id, "cancel_task")
     task = background_tasks(caller).filter(pk=parsed).first() if not isinstance(parsed, ToolResult) else None
     if task is not None and not task.is_terminal and not services.can_control(user, task):
@@ -377,8 +351,6 @@ class RunSpawnApi(ToolApiView):
         responses=TOOL_RESPONSES,
     )
     def post(self, request: Request, run_id: str) -> Response:
-        from runs_app.engine.spawn import spawn_subagent
-
         parsed = _tool_request(request, run_id)
         if isinstance(parsed, Response):
             return parsed
@@ -400,9 +372,6 @@ class RunDelegateApi(ToolApiView):
         responses=TOOL_RESPONSES,
     )
     def post(self, request: Request, run_id: str) -> Response:
-        from runs_app.engine import results
-        from runs_app.engine.delegate import delegate_tool
-
         parsed = _tool_request(request, run_id)
         if isinstance(parsed, Response):
             return parsed
@@ -515,8 +484,12 @@ class RunListApi(APIView):
         except services.RunServiceError as exc:
             raise ServiceRefusal(exc) from exc
         if data["wait"] > 0:
-            wait_for_terminal([run.pk], data["wait"])
-            run = _run_or_404(str(run.pk))
+            run_id = str(run.pk)
+            return AwaitRuns(
+                [run_id],
+                data["wait"],
+                lambda _: Response(_run_data(_run_or_404(run_id)), status=status.HTTP_201_CREATED),
+            )
         return Response(_run_data(run), status=status.HTTP_201_CREATED)
 
 
@@ -558,51 +531,42 @@ class RunTranscriptApi(APIView):
         return Response(selectors.run_transcript(_run_or_404(run_id)))
 
 
-EVENT_BATCH = 500
 KEEPALIVE_SECS = 15.0
 
 
-def event_stream(run: Run, after: int, timeout: float, stop: threading.Event) -> Iterator[bytes]:
-    """SSE chunks of the run's event log after `after`, live, until every run it covers is
-    terminal, `timeout` seconds pass, or `stop` is set (the client went away).
-
-    Woken by every event of the tree, published in this process or, in scale-out, by a worker
-    (`wakeups.watching`); the log is also read again every `waiting.RECHECK_SECS`."""
+async def event_stream(run: Run, after: int, timeout: float) -> AsyncIterator[bytes]:
+    """SSE chunks of the run's event log after `after` (the whole tree's for a root run), live,
+    until every run it covers is terminal or `timeout` seconds pass; a keep-alive comment after
+    KEEPALIVE_SECS of silence."""
     root_id = str(run.root_id or run.pk)
-    wake = threading.Event()
-
-    def listener(event: dict[str, Any]) -> None:
-        if event.get("root_id") == root_id:
-            wake.set()
-
-    events.add_listener(listener)
-    try:
-        with wakeups.watching([root_id]):
-            deadline = time.monotonic() + timeout
-            quiet_since = time.monotonic()
-            last = after
-            while not stop.is_set():
-                wake.clear()
-                # Read "finished" before the events: the terminal event commits with the status.
-                finished = selectors.run_events_finished(run)
-                batch = list(selectors.run_events(run, after=last, limit=EVENT_BATCH))
-                for event in batch:
-                    yield sse_event(events.event_json(event))
-                    last = event.id
-                if len(batch) == EVENT_BATCH:
-                    continue
-                now = time.monotonic()
-                if batch:
-                    quiet_since = now
-                if finished or now >= deadline:
+    scope = selectors.event_scope(run)
+    run_id = scope.get("run_id")
+    check = True  # whether the runs may have finished since the last look
+    last = after
+    quiet_since = time.monotonic()
+    stream = live.tree_events(
+        root_id, after, run_id=run_id, idle=KEEPALIVE_SECS, until=time.monotonic() + timeout
+    )
+    async with contextlib.aclosing(stream):  # unsubscribed at once when the client goes away
+        async for event in stream:
+            if event is not None:
+                yield sse_event(event)
+                last = int(event["id"])
+                quiet_since = time.monotonic()
+                check = check or event["type"] in live.TERMINAL_EVENT_TYPES
+                continue
+            # Caught up, or quiet for a while.
+            if check:
+                check = False
+                if await live.read(lambda: selectors.run_events_finished(run)):
+                    # A terminal event commits with its status: whatever came after the events
+                    # sent so far is in the table now.
+                    async for rest in live.stored_events(root_id, last, run_id=run_id):
+                        yield sse_event(rest)
                     return
-                if now - quiet_since >= KEEPALIVE_SECS:
-                    yield b": keep-alive\n\n"
-                    quiet_since = now
-                waiting.release_connection()
-                wake.wait(min(deadline - now, waiting.RECHECK_SECS))
-    finally:
-        events.remove_listener(listener)
+            if time.monotonic() - quiet_since >= KEEPALIVE_SECS:
+                yield b": keep-alive\n\n"
+                quiet_since = time.monotonic()
 
 
 class RunEventsApi(APIView):
@@ -643,10 +607,8 @@ class RunEventsApi(APIView):
             if not last_event_id.isdigit():
                 raise ParseError("Last-Event-ID must be an event id")
             after = int(last_event_id)
-        asgi = isinstance(request._request, ASGIRequest)
         response = StreamingHttpResponse(
-            stream_response(lambda stop: event_stream(run, after, query["timeout"], stop), asgi=asgi),
-            content_type="text/event-stream",
+            event_stream(run, after, query["timeout"]), content_type="text/event-stream"
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
@@ -846,8 +808,6 @@ class ResultListApi(ToolApiView):
         description="list_results over every background delegate task.",
     )
     def get(self, request: Request) -> Response:
-        from runs_app.engine.results import list_results
-
         return _results_response(list_results(None))
 
 
@@ -860,8 +820,6 @@ class ResultDetailApi(ToolApiView):
         description="check_result of one background delegate task.",
     )
     def get(self, request: Request, task_id: str) -> Response:
-        from runs_app.engine.results import check_result
-
         return _results_response(check_result(task_id, None))
 
 

@@ -5,12 +5,9 @@ The tool (through the engine) and REST (`/results/…`) share these functions.""
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
 from typing import Any
 
-from runs_app import events
 from runs_app.engine.cancel import cancel_tree
 from runs_app.engine.outcomes import await_outcome, background_tasks, result_view
 from runs_app.engine.tools.base import ToolResult
@@ -19,7 +16,6 @@ from runs_app.models import TERMINAL_STATUSES, Run
 MAX_AWAIT_IDS = 128
 MAX_TIMEOUT_MS = 120_000
 DEFAULT_TIMEOUT_MS = 30_000
-TERMINAL_EVENTS = frozenset(f"run.{s}" for s in TERMINAL_STATUSES)
 
 
 def parse_task_id(raw: Any, action: str) -> uuid.UUID | ToolResult:
@@ -116,37 +112,15 @@ def validate_await(args: dict[str, Any]) -> tuple[list[str], int] | ToolResult:
     return ids, timeout
 
 
-def await_sessions_blocking(args: dict[str, Any], caller: Run | None = None) -> ToolResult:
-    """REST form: block this request (not a worker) until the tasks settle or the timeout.
+def pending_tasks(task_ids: list[str], *, caller: Run | None) -> list[str]:
+    """The tasks among these ids that are not terminal yet (what REST await_sessions waits on,
+    see runs_app/api/views.py)."""
+    going = background_tasks(caller).filter(pk__in=task_ids).exclude(status__in=TERMINAL_STATUSES)
+    return [str(pk) for pk in going.values_list("pk", flat=True)]
 
-    Event-driven: woken by the terminal events of the awaited tasks, with a re-check at most
-    once a second as a safety net for events published by other processes."""
-    checked = validate_await(args)
-    if isinstance(checked, ToolResult):
-        return checked
-    ids, timeout_ms = checked
-    wanted = set(ids)
-    wake = threading.Event()
 
-    def listener(event: dict[str, Any]) -> None:
-        if event["type"] in TERMINAL_EVENTS and event["run_id"] in wanted:
-            wake.set()
-
-    events.add_listener(listener)
-    try:
-        deadline = time.monotonic() + timeout_ms / 1000
-        while True:
-            outcome = await_outcome(ids, caller=caller, final=False)
-            remaining = deadline - time.monotonic()
-            if outcome is not None or remaining <= 0:
-                break
-            from runs_app.waiting import release_connection
-
-            release_connection()
-            wake.wait(min(1.0, remaining))
-            wake.clear()
-    finally:
-        events.remove_listener(listener)
-    final = outcome or await_outcome(ids, caller=caller, final=True)
+def await_result(task_ids: list[str], *, caller: Run | None) -> ToolResult:
+    """The await_sessions result as the tasks are now (pending ones count as a timeout)."""
+    final = await_outcome(task_ids, caller=caller, final=True)
     assert final is not None
     return final

@@ -1,6 +1,6 @@
 """Each server process borrows database connections from a pool of its own (settings,
 CLAWBOARD_DB_POOL_MAX), and a request that waits gives its connection back while it waits
-(runs_app/waiting.py). So many waiting requests cost a process no more connections than its
+(runs_app/live.py). So many waiting requests cost a process no more connections than its
 pool, where they used to cost one each and ran PostgreSQL out of connections (HTTP 500).
 
 A daphne with a pool of 3 answers 24 requests that wait at the same time; its connections are

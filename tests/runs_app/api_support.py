@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from asgiref.sync import async_to_sync
 from django.http import StreamingHttpResponse
 from rest_framework.test import APIClient
 
@@ -25,8 +26,17 @@ def client_for(username: str, role: str | None) -> APIClient:
 
 
 def streamed(response: Any) -> bytes:
-    """The whole body of a streaming response (read until the server ends the stream)."""
-    return b"".join(cast(StreamingHttpResponse, response).streaming_content)  # type: ignore[arg-type]
+    """The whole body of a streaming response (read until the server ends the stream). The
+    event stream's body is an async iterator, read here on an event loop of its own, as daphne
+    would read it."""
+    stream = cast(StreamingHttpResponse, response)
+    if not stream.is_async:
+        return b"".join(stream.streaming_content)  # type: ignore[arg-type]
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in stream])
+
+    return async_to_sync(read)()
 
 
 def send_raw(client: APIClient, method: str, url: str, body: bytes, content_type: str) -> Any:

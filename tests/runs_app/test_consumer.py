@@ -125,6 +125,27 @@ async def test_a_resync_message_sends_the_stored_events_after_the_given_id_again
     await comm.disconnect()
 
 
+async def test_a_resync_during_a_live_run_sends_every_event_after_the_given_id_once(worker: object) -> None:
+    await sync_to_async(configure)(SCRIPT)
+    cookie = await database_sync_to_async(session_cookie)("vera", "viewer")
+    run = await database_sync_to_async(run_start)(agent="greeter", prompt="go")
+    comm = communicator(run.pk, cookie)
+    assert (await comm.connect())[0]
+    seen = [await comm.receive_json_from(timeout=20) for _ in range(3)]
+    assert seen[-1]["type"] != "run.completed"
+    await comm.send_json_to({"type": "resync", "after": seen[0]["id"]})
+    rest = await receive_until_root_finishes(comm, run.pk)
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+    ids = await database_sync_to_async(stored_ids)(run.pk)
+    # The first stream may go on a little until the resync is read; then the second stream
+    # sends every event after the given id once, in order, and nothing else.
+    start = next(i for i, e in enumerate(rest) if e["id"] == seen[1]["id"])
+    before = [e["id"] for e in seen + rest[:start]]
+    assert before == ids[: len(before)]
+    assert [e["id"] for e in rest[start:]] == ids[1:]
+
+
 async def test_a_child_run_id_joins_the_tree_of_its_root(worker: object) -> None:
     await sync_to_async(configure)(SCRIPT)
     cookie = await database_sync_to_async(session_cookie)("vera", "viewer")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import transaction
 
 from runs_app.models import Run
 from runs_app.services import run_start
@@ -144,13 +145,15 @@ def test_the_mirror_is_final_before_the_end_of_the_task_is_published(worker: obj
                 heard.set()
 
     configure(BACKGROUND)
-    events.add_listener(listener)
+    with transaction.atomic():  # subscribed to the tree before its first event is published
+        root = run_start(agent="boss", prompt="start")
+        events.subscribe(root.pk, listener)
     try:
-        run = wait_for(run_start(agent="boss", prompt="start").pk)
+        run = wait_for(root.pk)
         child = wait_for(Run.objects.get(parent=run).pk)
         assert child.status == "completed"
         # the event is published after the commit that wait_for may have read already
         assert heard.wait(10), "the task's run.completed was never published"
     finally:
-        events.remove_listener(listener)
+        events.unsubscribe(root.pk, listener)
     assert seen == ["completed"]

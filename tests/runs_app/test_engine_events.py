@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 from runs_app import events
 from runs_app.engine import heartbeat
@@ -81,14 +82,6 @@ class Recorder:
             self.persisted_first.append(persisted)
 
 
-@pytest.fixture
-def recorder() -> Any:
-    rec = Recorder()
-    events.add_listener(rec)
-    yield rec
-    events.remove_listener(rec)
-
-
 def check_status_path(run: Run) -> None:
     """The status events of a run form a legal path of SPEC §4, ending in its terminal state."""
     path = [e.type for e in events_of(run) if e.type in STATUS_EVENTS]
@@ -107,7 +100,7 @@ def check_status_path(run: Run) -> None:
         assert b in legal.get(a, set()), (run.prompt, path)
 
 
-def test_a_spawning_run_logs_every_step_in_order(recorder: Recorder) -> None:
+def test_a_spawning_run_logs_every_step_in_order() -> None:
     setup()
     root = finish("boss", "go")
     assert root.status == "completed", root.error
@@ -127,12 +120,19 @@ def test_a_spawning_run_logs_every_step_in_order(recorder: Recorder) -> None:
     assert waiting and {w.data["status"] for w in waiting} == {"waiting"}
 
 
-def test_ids_increase_and_everything_is_persisted_then_published(recorder: Recorder) -> None:
+def test_ids_increase_and_everything_is_persisted_then_published() -> None:
     setup()
-    root = finish("boss", "go")
-    drain()
-    wait_until(lambda: len([e for e in recorder.published if e["root_id"] == str(root.pk)])
-               >= RunEvent.objects.filter(root_id=root.pk).count(), message="all published")  # fmt: skip
+    recorder = Recorder()
+    with transaction.atomic():  # subscribed before the run's first event is published
+        root = start("boss", "go")
+        events.subscribe(root.pk, recorder)
+    try:
+        wait_for(root.pk)
+        drain()
+        wait_until(lambda: len([e for e in recorder.published if e["root_id"] == str(root.pk)])
+                   >= RunEvent.objects.filter(root_id=root.pk).count(), message="all published")  # fmt: skip
+    finally:
+        events.unsubscribe(root.pk, recorder)
     rows = list(RunEvent.objects.filter(root_id=root.pk).order_by("id"))
     assert rows and all(str(r.root_id) == str(root.pk) for r in rows)
     assert all(a.at <= b.at for a, b in zip(rows, rows[1:], strict=False))
@@ -151,7 +151,7 @@ def test_ids_increase_and_everything_is_persisted_then_published(recorder: Recor
     assert rest == [r.id for r in rows if r.id > k]
 
 
-def test_every_event_type_appears(recorder: Recorder, monkeypatch: Any) -> None:
+def test_every_event_type_appears(monkeypatch: Any) -> None:
     setup()
     user = make_user()
     roots: list[Run] = []

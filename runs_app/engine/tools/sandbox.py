@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec, effective_shell_limit
+from runs_app.engine.tools.files import _parent_fd, _replace
+from runs_app.engine.tools.paths import READ_ONLY, WRITE_ONLY, forbidden_roots, grant_roots, open_base
 
 DEFAULT_BWRAP = "/usr/bin/bwrap"
 PRLIMIT = "/usr/bin/prlimit"
@@ -82,7 +89,6 @@ class SandboxStatus:
 
 
 def bwrap_path() -> str:
-    from django.conf import settings
 
     return str(getattr(settings, "CLAWBOARD_BWRAP", DEFAULT_BWRAP))
 
@@ -215,7 +221,6 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _mounts(risk: RiskProfileSpec, workspace: Path, staged: dict[str, str]) -> list[_Mount]:
-    from runs_app.engine.tools.paths import READ_ONLY, WRITE_ONLY, forbidden_roots, grant_roots
 
     grants: list[_Mount] = []
     for grant in grant_roots(risk, workspace):
@@ -293,7 +298,6 @@ def command_argv(
 
 
 def write_only_roots(risk: RiskProfileSpec, workspace: Path) -> list[str]:
-    from runs_app.engine.tools.paths import WRITE_ONLY, grant_roots
 
     return [
         str(g.root)
@@ -319,10 +323,6 @@ def staged_write_only_roots(risk: RiskProfileSpec, workspace: Path) -> Iterator[
 
 
 def _deliver(directory: str, root: str) -> None:
-    import stat
-
-    from runs_app.engine.tools.files import _parent_fd, _replace
-    from runs_app.engine.tools.paths import open_base
 
     for current, dirs, names in os.walk(directory):
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(current, d))]
@@ -394,8 +394,6 @@ def process_cgroup(runtime: RuntimeProfileSpec) -> Iterator[str | None]:
 
 
 def _remove_cgroup(group: str) -> None:
-    import signal
-    import time
 
     for _ in range(100):
         try:

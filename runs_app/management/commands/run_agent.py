@@ -8,12 +8,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runs_app import live
 from runs_app.models import Run
 from runs_app.services import RunServiceError, run_start
-from runs_app.waiting import wait_for_terminal
 
 
 class Command(BaseCommand):
@@ -39,7 +40,7 @@ class Command(BaseCommand):
                 run = run_start(agent=options["alias"], prompt=options["prompt"], context=options["context"])
             except RunServiceError as exc:
                 raise CommandError(exc.message) from exc
-            finished = wait_for_terminal([run.pk], options["wait"])
+            finished = async_to_sync(live.wait_terminal)([run.pk], options["wait"])
             run = Run.objects.get(pk=run.pk)
         finally:
             if worker is not None:

@@ -1,10 +1,11 @@
-"""REST waits and the SSE stream are woken by the workers' events, through the channel layer.
+"""REST waits and the SSE stream are woken by the workers' events, through the channel layer
+(runs_app/live.py): nothing on the server reads the database again on a timer.
 
-The requests go to a third daphne whose periodic re-read of the database (runs_app/waiting.py,
-the SSE stream) is 30 s apart (CLAWBOARD_WAIT_RECHECK_SECS). Each run sleeps 1.5 s on a worker before it answers, so the
-request is waiting before the run ends, and the client gives up after 15 s. An answer within
-those 15 s can only come from the worker's terminal event, heard by that daphne through
-Redis: its own re-read would come at 30 s."""
+The requests go to a third daphne of their own. Each run sleeps 1.5 s on a worker process
+before it answers, so the request is waiting before the run ends; the server may wait 60 s,
+and the client gives up after 15 s. An answer within those 15 s can only come from the
+worker's terminal event, heard by that daphne through Redis: without it, the server would
+look at the runs again only when its 60 s are up."""
 
 from __future__ import annotations
 
@@ -18,9 +19,8 @@ import pytest
 
 from tests.distributed.conftest import Cluster, agent, db_events, load_config, provider, start_run
 
-RECHECK_SECS = "30"
-CLIENT_TIMEOUT = 15.0  # well below RECHECK_SECS: past it, the wake-up did not happen
-WAIT = 60  # seconds the server may wait, longer than RECHECK_SECS
+CLIENT_TIMEOUT = 15.0  # well below WAIT: past it, the wake-up did not happen
+WAIT = 60  # seconds the server may wait
 
 CONFIG = (
     provider(
@@ -37,10 +37,10 @@ CONFIG = (
 
 
 @pytest.fixture(scope="module")
-def slow_daphne(cluster: Cluster) -> Iterator[tuple[Cluster, int]]:
-    """The cluster's configuration, and a daphne that re-reads the database only every 30 s."""
+def waiting_daphne(cluster: Cluster) -> Iterator[tuple[Cluster, int]]:
+    """The cluster's configuration, and a daphne of this module's own."""
     load_config(cluster, CONFIG)
-    with cluster.extra_daphne({"CLAWBOARD_WAIT_RECHECK_SECS": RECHECK_SECS}) as index:
+    with cluster.extra_daphne({}) as index:
         yield cluster, index
 
 
@@ -70,17 +70,17 @@ def _finished_parent(c: Cluster) -> str:
 
 
 def test_a_run_started_with_wait_answers_completed_when_a_worker_finishes_it(
-    slow_daphne: tuple[Cluster, int],
+    waiting_daphne: tuple[Cluster, int],
 ) -> None:
-    c, index = slow_daphne
+    c, index = waiting_daphne
     answer = _post(c, index, "/runs/", {"agent": "napper", "prompt": "take a nap", "wait": WAIT})
     assert answer.status_code == 201, answer.text
     body = answer.json()
     assert (body["status"], body["output"]) == ("completed", "rested"), body
 
 
-def test_a_spawn_with_wait_answers_with_the_child_result(slow_daphne: tuple[Cluster, int]) -> None:
-    c, index = slow_daphne
+def test_a_spawn_with_wait_answers_with_the_child_result(waiting_daphne: tuple[Cluster, int]) -> None:
+    c, index = waiting_daphne
     parent = _finished_parent(c)
     answer = _post(c, index, f"/runs/{parent}/spawn/", {"prompt": "child: nap", "wait": WAIT})
     assert answer.status_code == 200, answer.text
@@ -89,11 +89,8 @@ def test_a_spawn_with_wait_answers_with_the_child_result(slow_daphne: tuple[Clus
     assert "child rested" in body["output"], body
 
 
-def test_results_await_answers_when_the_background_task_ends(slow_daphne: tuple[Cluster, int]) -> None:
-    """await_sessions re-reads the database every second on its own (runs_app/engine/results.py),
-    so this shows that the request answers through the watched trees, not that the wake-up
-    came first; tests/runs_app/test_wakeups.py shows the events reach its listener."""
-    c, index = slow_daphne
+def test_results_await_answers_when_the_background_task_ends(waiting_daphne: tuple[Cluster, int]) -> None:
+    c, index = waiting_daphne
     parent = _finished_parent(c)
     started = _post(
         c, 0, f"/runs/{parent}/delegate/", {"agent": "helper", "prompt": "child: nap", "background": True}
@@ -108,9 +105,9 @@ def test_results_await_answers_when_the_background_task_ends(slow_daphne: tuple[
 
 
 def test_the_sse_stream_carries_a_workers_events_and_ends_with_the_run(
-    slow_daphne: tuple[Cluster, int],
+    waiting_daphne: tuple[Cluster, int],
 ) -> None:
-    c, index = slow_daphne
+    c, index = waiting_daphne
     root = start_run(c, "napper", "take a nap", index=0)
     chunks: list[str] = []
     failure: list[BaseException] = []
