@@ -189,6 +189,9 @@ class TrackerCost(models.Model):
     tracker = models.ForeignKey(Tracker, on_delete=models.CASCADE, related_name="costs", db_index=False)
     day = models.DateField()
     cents = models.FloatField(default=0)
+    # The worst-case cost of the model calls in flight (reserved before each call, released
+    # when it settles), so concurrent calls cannot overshoot the day's budget together.
+    reserved_cents = models.FloatField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tracker", "day"], name="tracker_cost_per_day")]

@@ -11,7 +11,8 @@ from datetime import date, datetime, timedelta
 from typing import TypedDict
 
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import F, Sum, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from policies_app.models import Tracker, TrackerAction, TrackerCost
@@ -97,6 +98,39 @@ def tracker_record_cost(*, key: str, cents: float, now: datetime | None = None) 
         row, created = TrackerCost.objects.get_or_create(tracker=tracker, day=day, defaults={"cents": cents})
         if not created:
             TrackerCost.objects.filter(pk=row.pk).update(cents=F("cents") + cents)
+
+
+def tracker_reserve_cost(
+    *, key: str, cents: float, max_cost_per_day_cents: int, now: datetime | None = None
+) -> date:
+    """Before a model call: reserve its worst-case cost on today's budget, or raise
+    `BudgetExhausted` (reserving nothing) when what is spent and reserved already, plus this
+    call, would pass `max_cost_per_day_cents`. Returns the day the reservation is on (for
+    `tracker_settle_cost`)."""
+    day = _today(now)
+    with transaction.atomic():
+        tracker = _locked_tracker(key)
+        row, _ = TrackerCost.objects.get_or_create(tracker=tracker, day=day)
+        if (
+            row.cents >= max_cost_per_day_cents
+            or row.cents + row.reserved_cents + cents > max_cost_per_day_cents
+        ):
+            raise BudgetExhausted(RATE_LIMIT_COST)
+        TrackerCost.objects.filter(pk=row.pk).update(reserved_cents=F("reserved_cents") + cents)
+    return day
+
+
+def tracker_settle_cost(*, key: str, day: date, reserved: float, cents: float) -> None:
+    """After a model call: release its reservation and record what it really cost (0 when
+    it failed before costing anything)."""
+    if cents < 0:
+        raise ValueError("cost cents must not be negative")
+    with transaction.atomic():
+        tracker = _locked_tracker(key)
+        row, _ = TrackerCost.objects.get_or_create(tracker=tracker, day=day)
+        TrackerCost.objects.filter(pk=row.pk).update(
+            cents=F("cents") + cents, reserved_cents=Greatest(F("reserved_cents") - reserved, Value(0.0))
+        )
 
 
 def tracker_usage(*, key: str, now: datetime | None = None) -> TrackerUsage:

@@ -11,8 +11,14 @@ from django.db.models import Sum
 from policies_app.specs import RuntimeProfileSpec
 from policies_app.tracker import tracker_record_action
 from runs_app.engine import messages as msg
-from runs_app.engine.frozen import policy_of
+from runs_app.engine.frozen import FrozenPolicy, policy_of
+from runs_app.engine.providers import ChatRequest, Usage, cost_cents
 from runs_app.models import Run
+
+# A model call whose provider sets no max_tokens is reserved as if it could answer this many.
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+# The prompt's tokens are not known before the call: counted high, one per 3 characters.
+CHARS_PER_TOKEN = 3
 
 
 def spend_action(*, key: str, runtime: RuntimeProfileSpec, record: bool = True) -> None:
@@ -49,3 +55,14 @@ def output_budget_refusal(run: Run) -> str | None:
             if used >= budget:
                 return msg.output_budget(used, budget)
     return None
+
+
+def worst_case_cents(policy: FrozenPolicy, request: ChatRequest) -> float:
+    """The most a model call can cost, reserved on the tracker before it starts: the prompt's
+    input and `max_tokens` of output, at the dearest candidate of the provider chain."""
+    prompt_tokens = -(-sum(len(m.content) for m in request.messages) // CHARS_PER_TOKEN)
+    worst = 0.0
+    for spec in {policy.provider.ref: policy.provider, **policy.chain}.values():
+        output = request.max_tokens or spec.max_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        worst = max(worst, cost_cents(spec, Usage(prompt_tokens, output)))
+    return worst

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Literal
 
 from policies_app.policy import needs_approval
@@ -40,6 +41,10 @@ class Turn:
     failure: str | None = None
     invalid: bool = False  # no usable answer came (empty or think-only)
     requested_at: str = ""  # when the call was made (ISO 8601)
+    # The worst-case cost reserved on the tracker for this call, and the day it is on (the
+    # turn's record settles it: `budget.worst_case_cents`, `tracker_settle_cost`).
+    reserved: float = 0.0
+    reserved_on: date | None = None
 
 
 @dataclass(frozen=True)

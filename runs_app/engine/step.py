@@ -18,11 +18,17 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from policies_app.tracker import BudgetExhausted, tracker_check_cost, tracker_record_cost
+from policies_app.tracker import (
+    BudgetExhausted,
+    tracker_check_cost,
+    tracker_record_cost,
+    tracker_reserve_cost,
+    tracker_settle_cost,
+)
 from runs_app import events
 from runs_app.engine import heartbeat
 from runs_app.engine import messages as msg
-from runs_app.engine.budget import output_budget_refusal
+from runs_app.engine.budget import output_budget_refusal, worst_case_cents
 from runs_app.engine.calls import Step, Stopped, admit_and_wait, execute, record_calls, resume
 from runs_app.engine.cancel import end_with_descendants
 from runs_app.engine.claims import claim
@@ -137,14 +143,29 @@ def take_turn(step: Step) -> Turn:
         turn_index=run.turns,
         tool_results=_last_tool_results(step) if run.turns else [],
     )
+    # Reserved first, so that calls in flight at once cannot overshoot the day's budget together.
+    worst = worst_case_cents(step.policy, request)
+    day = None
+    if worst:
+        try:
+            day = tracker_reserve_cost(
+                key=run.tracker_key,
+                cents=worst,
+                max_cost_per_day_cents=step.policy.runtime.max_cost_per_day_cents,
+            )
+        except BudgetExhausted as exc:
+            return Turn(failure=exc.message)
     requested_at = timezone.now().isoformat()
     try:
         reply = provider_of(run).complete(request)
-    except AllProvidersFailed as exc:
-        invalid = exc.invalid_completion
-        return Turn(failure=INVALID_COMPLETION if invalid else str(exc), invalid=invalid)
-    except ProviderError as exc:
-        invalid = isinstance(exc, InvalidCompletion)
+    except ProviderError as exc:  # AllProvidersFailed included
+        if day is not None:
+            tracker_settle_cost(key=run.tracker_key, day=day, reserved=worst, cents=0)
+        invalid = (
+            exc.invalid_completion
+            if isinstance(exc, AllProvidersFailed)
+            else isinstance(exc, InvalidCompletion)
+        )
         return Turn(failure=INVALID_COMPLETION if invalid else str(exc), invalid=invalid)
     return Turn(
         text=reply.text,
@@ -153,6 +174,8 @@ def take_turn(step: Step) -> Turn:
         provider_ref=reply.provider_ref,
         model=reply.model,
         requested_at=requested_at,
+        reserved=worst,
+        reserved_on=day,
     )
 
 
@@ -209,7 +232,9 @@ def _record_turn(step: Step, turn: Turn) -> bool:
     run = step.run
     spec = step.policy.chain.get(turn.provider_ref, step.policy.provider)
     cost = cost_cents(spec, turn.usage)
-    if cost:
+    if turn.reserved_on is not None:
+        tracker_settle_cost(key=run.tracker_key, day=turn.reserved_on, reserved=turn.reserved, cents=cost)
+    elif cost:
         tracker_record_cost(key=run.tracker_key, cents=cost)
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
         turns=F("turns") + 1,

@@ -4,6 +4,7 @@ scripts through two daphne processes."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.distributed.conftest import Cluster, agent, load_config, provider, start_run, wait_terminal
@@ -98,3 +99,68 @@ def test_fifty_concurrent_rest_delegations_through_two_daphnes_admit_exactly_the
         "SELECT count(*) FROM runs_app_run WHERE parent_id = %s AND status = 'completed'", (parent,)
     )
     assert done == BUDGET
+
+
+# -- the daily cost budget: model calls in flight reserve their worst case ---------------------
+
+TRIALS = 20
+RUNS = 50
+COST_BUDGET = 100  # cents a day; each call costs exactly its worst case, 10 cents
+COST_CONFIG = (
+    """
+[providers.models.scripted.dear]
+model = "dear-1"
+max_tokens = 1000
+script = [ { turns = [ { sleep_ms = 150 }, { say = "paid", usage = { input = 50, output = 1000 } } ] } ]
+[providers.models.scripted.dear.pricing]
+input_per_mtok_cents = 0
+output_per_mtok_cents = 10000
+
+[runtime_profiles.dear]
+"""
+    + f"max_cost_per_day_cents = {COST_BUDGET}\n"
+    + "".join(agent(f"payer{t}", "scripted.dear", runtime="dear") for t in range(TRIALS))
+)
+
+# One trial per agent (each has a tracker, and so a day's budget, of its own): 50 runs queued at
+# once, then every one waited for. Run inside the cluster, through the services (REST would
+# throttle a user's 1,000 starts).
+TRIALS_SCRIPT = """
+import json, time
+from runs_app.models import Run
+from runs_app.services import run_start
+
+TERMINAL = {{"completed", "failed", "cancelled", "timed_out", "lost"}}
+for t in range({trials}):
+    ids = [run_start(agent=f"payer{{t}}", prompt=f"call {{i}}").pk for i in range({runs})]
+    deadline = time.monotonic() + 120
+    while Run.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).exists():
+        assert time.monotonic() < deadline, f"trial {{t}} did not finish"
+        time.sleep(0.1)
+    rows = list(Run.objects.filter(pk__in=ids).values_list("status", "error", "turns"))
+    print(json.dumps({{"trial": t, "runs": rows}}))
+"""
+
+
+def test_fifty_concurrent_model_calls_never_overshoot_the_daily_cost_budget(cluster: Cluster) -> None:
+    c = cluster
+    load_config(c, COST_CONFIG)
+    out = c.manage(
+        "shell", "--no-imports", "-c", TRIALS_SCRIPT.format(trials=TRIALS, runs=RUNS), timeout=1200
+    )
+    trials = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(trials) == TRIALS, out[-2000:]
+    refusal = "Rate limit exceeded: daily cost budget exhausted"
+    for trial in trials:
+        runs = [tuple(r) for r in trial["runs"]]
+        called = [r for r in runs if r[2] == 1]
+        assert len(called) == COST_BUDGET // 10, trial  # exactly 10 model calls
+        assert all(r[0] == "completed" for r in called), trial
+        assert sorted(set(runs) - set(called)) == [("failed", refusal, 0)], trial
+    spent = c.q(
+        "SELECT t.key, SUM(c.cents), SUM(c.reserved_cents) FROM policies_app_trackercost c"
+        " JOIN policies_app_tracker t ON t.id = c.tracker_id WHERE t.key LIKE 'payer%%' GROUP BY t.key"
+    )
+    assert sorted((str(k), float(s), float(r)) for k, s, r in spent) == sorted(
+        (f"payer{t}", float(COST_BUDGET), 0.0) for t in range(TRIALS)
+    )

@@ -305,3 +305,34 @@ def test_a_model_call_paid_by_a_run_cancelled_meanwhile_is_still_on_the_tracker(
     assert child.status == "cancelled" and child.turns == 0
     assert run.cost_cents == 8.0
     assert tracker_cents("boss") == 12.0
+
+
+def test_model_calls_in_flight_reserve_their_worst_case_so_the_day_budget_holds() -> None:
+    from tests.runs_app.engine_support import start
+
+    # Each call costs exactly its worst case: 1,000 output tokens (its max_tokens) at 10,000
+    # cents per million, 10 cents; the input is free. Two calls sleep in the model at once;
+    # a budget of 15 cents has room for one of them only, though none is spent yet.
+    pricing = {"input_per_mtok_cents": 0, "output_per_mtok_cents": 10000}
+    usage = {"input": 50, "output": 1000}
+    configure(
+        provider(
+            "dear",
+            [{"turns": [{"sleep_ms": 400}, {"say": "paid", "usage": usage}]}],
+            pricing=pricing,
+            max_tokens=1000,
+        )  # fmt: skip
+        + runtime("fifteen", max_cost_per_day_cents=15)
+        + agent("dear", "scripted.dear", runtime="fifteen")
+    )
+    runs = [wait_for(r.pk) for r in [start("dear", "one"), start("dear", "two")]]
+    assert sorted((r.status, r.error) for r in runs) == [
+        ("completed", ""),
+        ("failed", "Rate limit exceeded: daily cost budget exhausted"),
+    ]
+    assert tracker_cents("dear") == 10.0
+    assert list(TrackerCost.objects.filter(tracker__key="dear").values_list("reserved_cents", flat=True)) == [
+        0.0
+    ]
+    refused = next(r for r in runs if r.status == "failed")
+    assert refused.turns == 0  # it never called the model
