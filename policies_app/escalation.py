@@ -123,9 +123,15 @@ def _shell_env_passthrough(child: PolicyLike, parent: PolicyLike) -> str | None:
     return None
 
 
-def _limit(field: str) -> Callable[[PolicyLike, PolicyLike], str | None]:
+def _limit(field: str, *, effective: bool = False) -> Callable[[PolicyLike, PolicyLike], str | None]:
+    """A runtime limit the child may not raise. `effective`: compared on effective values
+    (a sandbox limit, where 0 means the default)."""
+
+    def value(policy: PolicyLike) -> int:
+        return effective_shell_limit(policy.runtime, field) if effective else getattr(policy.runtime, field)
+
     def check(child: PolicyLike, parent: PolicyLike) -> str | None:
-        c, p = getattr(child.runtime, field), getattr(parent.runtime, field)
+        c, p = value(child), value(parent)
         if c > p:
             return f"subagent {field}={c} exceeds parent's {p}"
         return None
@@ -160,18 +166,6 @@ def _always_ask(child: PolicyLike, parent: PolicyLike) -> str | None:
     return None
 
 
-def _shell_limit(field: str) -> Callable[[PolicyLike, PolicyLike], str | None]:
-    """A sandbox limit, compared on effective values (0 = the default)."""
-
-    def check(child: PolicyLike, parent: PolicyLike) -> str | None:
-        c, p = effective_shell_limit(child.runtime, field), effective_shell_limit(parent.runtime, field)
-        if c > p:
-            return f"subagent {field}={c} exceeds parent's {p}"
-        return None
-
-    return check
-
-
 def _shell_network(child: PolicyLike, parent: PolicyLike) -> str | None:
     if child.risk.shell_network and not parent.risk.shell_network:
         return "subagent attempts to set shell_network=true but the parent forbids it"
@@ -196,7 +190,7 @@ _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _always_ask,
     _shell_network,
     _enforced_flag("sandbox_enabled"),
-    *(_shell_limit(name) for name in DEFAULT_SHELL_LIMITS),
+    *(_limit(name, effective=True) for name in DEFAULT_SHELL_LIMITS),
 )
 
 

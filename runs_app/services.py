@@ -115,10 +115,17 @@ def can_control(user: Any, run: Run) -> bool:
     return has_role(user, "operator") and run.created_by_id is not None and run.created_by_id == user.pk
 
 
+def ensure_can_control(user: Any, run: Run, verb: str) -> None:
+    """The refusal when `user` may not `verb` (cancel, steer) `run`: REST, the dashboard and
+    REST's cancel_task all ask here."""
+    if not can_control(user, run):
+        raise RunServiceError(f"Only the run's creator or an admin may {verb} it.", "forbidden")
+
+
 def run_cancel(*, run: Run, user: Any = None, check_owner: bool = True) -> int:
     """Cancel a run and, in cascade, every descendant not yet terminal. Returns how many changed."""
-    if check_owner and user is not None and not can_control(user, run):
-        raise RunServiceError("Only the run's creator or an admin may cancel it.", "forbidden")
+    if check_owner and user is not None:
+        ensure_can_control(user, run, "cancel")
     if run.status in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is already {run.status}", "conflict")
     return cancel_tree(run)
@@ -159,8 +166,7 @@ def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str
 
 
 def run_steer(*, run: Run, user: Any, message: str) -> Steer:
-    if not can_control(user, run):
-        raise RunServiceError("Only the run's creator or an admin may steer it.", "forbidden")
+    ensure_can_control(user, run, "steer")
     if not isinstance(message, str) or not message.strip():
         raise RunServiceError("Missing or empty 'message' parameter", "invalid")
     if len(message) > MAX_STEER_CHARS:

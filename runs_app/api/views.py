@@ -300,9 +300,11 @@ def _await_sessions(args: dict[str, Any], caller: Run | None) -> Response:
 def _cancel_task(task_id: Any, caller: Run | None, user: Any) -> Response:
     parsed = parse_task_id(task_id, "cancel_task")
     task = background_tasks(caller).filter(pk=parsed).first() if not isinstance(parsed, ToolResult) else None
-    if task is not None and not task.is_terminal and not services.can_control(user, task):
-        refusal = services.RunServiceError("Only the run's creator or an admin may cancel it.", "forbidden")
-        return _tool_response(ToolResult.fail(refusal.message), SERVICE_STATUS.get(refusal.code, 400))
+    if task is not None and not task.is_terminal:
+        try:
+            services.ensure_can_control(user, task, "cancel")
+        except services.RunServiceError as exc:
+            return _tool_response(ToolResult.fail(exc.message), SERVICE_STATUS.get(exc.code, 400))
     return _results_response(cancel_task(task_id, caller))
 
 

@@ -62,7 +62,7 @@ def worst_case_cents(policy: FrozenPolicy, request: ChatRequest) -> float:
     input and `max_tokens` of output, at the dearest candidate of the provider chain."""
     prompt_tokens = -(-sum(len(m.content) for m in request.messages) // CHARS_PER_TOKEN)
     worst = 0.0
-    for spec in {policy.provider.ref: policy.provider, **policy.chain}.values():
+    for spec in policy.chain.values():  # the provider itself and its fallbacks
         output = request.max_tokens or spec.max_tokens or DEFAULT_MAX_OUTPUT_TOKENS
         worst = max(worst, cost_cents(spec, Usage(prompt_tokens, output)))
     return worst

@@ -21,7 +21,6 @@ from django.utils import timezone
 from policies_app.tracker import (
     BudgetExhausted,
     tracker_check_cost,
-    tracker_record_cost,
     tracker_reserve_cost,
     tracker_settle_cost,
 )
@@ -232,10 +231,8 @@ def _record_turn(step: Step, turn: Turn) -> bool:
     run = step.run
     spec = step.policy.chain.get(turn.provider_ref, step.policy.provider)
     cost = cost_cents(spec, turn.usage)
-    if turn.reserved_on is not None:
+    if turn.reserved_on is not None:  # a priced call: it reserved its worst case first
         tracker_settle_cost(key=run.tracker_key, day=turn.reserved_on, reserved=turn.reserved, cents=cost)
-    elif cost:
-        tracker_record_cost(key=run.tracker_key, cents=cost)
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
         turns=F("turns") + 1,
         input_tokens=F("input_tokens") + turn.usage.input_tokens,
