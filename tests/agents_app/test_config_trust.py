@@ -372,18 +372,17 @@ def test_a_list_over_its_cap_is_refused_before_any_other_work(admin_api: APIClie
     assert config_state() == before
 
 
+@pytest.mark.django_db(transaction=True)  # no test transaction around it: in_atomic_block tells
 def test_the_diff_and_summary_are_worked_out_before_the_write_transaction(
     admin_api: APIClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import agents_app.services as services
 
-    # The test itself runs in a transaction: count the blocks opened beyond it.
-    outside = len(connection.atomic_blocks)
-    seen: list[int] = []
+    seen: list[bool] = []
     real = services.diff_texts
 
     def spy(before: str, after: str) -> str:
-        seen.append(len(connection.atomic_blocks) - outside)
+        seen.append(connection.in_atomic_block)
         return real(before, after)
 
     monkeypatch.setattr(services, "diff_texts", spy)
