@@ -33,6 +33,8 @@ def request() -> ChatRequest:
 class Fake:
     """Plays outcomes in order: an exception to raise, or text to answer."""
 
+    instant = True
+
     def __init__(self, spec: ProviderSpec, outcomes: list[Exception | str], calls: list[str]) -> None:
         self.spec = spec
         self.outcomes = outcomes
@@ -44,6 +46,9 @@ class Fake:
         if isinstance(outcome, Exception):
             raise outcome
         return ModelReply(outcome, [], Usage(1, 1), "ignored", "ignored")
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply:
+        return self.complete(request)
 
 
 def fakes(

@@ -2,7 +2,7 @@
 
 Same contract as the OpenAI-compatible provider: one attempt per call (`max_retries=0`), the key
 read from the environment at call time, failures reduced to short reasons without endpoint,
-key or body.
+key or body; `complete` blocks, `acomplete` awaits; clients built once (clients.py).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+from anthropic.types import Message
 
 from agents_app.secrets import provider_api_key
 from agents_app.snapshot import ProviderSpec
@@ -24,6 +25,7 @@ from .base import (
     Usage,
     check_semantic,
 )
+from .clients import ClientCache, ClientKey
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # The Messages API requires max_tokens; used when neither the request nor the spec sets one.
@@ -80,14 +82,50 @@ def _reason(exc: Exception) -> ProviderError:
     return ProviderError("invalid response")
 
 
+def _build_sync(key: ClientKey) -> anthropic.Anthropic:
+    base_url, api_key, timeout = key
+    return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+def _build_async(key: ClientKey) -> anthropic.AsyncAnthropic:
+    base_url, api_key, timeout = key
+    return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+# One client per (base URL, key, timeout) and process (and event loop, for the async ones).
+CLIENTS: ClientCache[anthropic.Anthropic, anthropic.AsyncAnthropic] = ClientCache(_build_sync, _build_async)
+
+
 class AnthropicProvider:
+    instant = False  # every call is a network round trip
+
     def __init__(self, spec: ProviderSpec) -> None:
         if not spec.model:
             raise ProviderError(f"provider '{spec.ref}' has no model", retryable=False)
         self.spec = spec
         self.base_url = base_url_for(spec)
 
+    def _client_key(self) -> ClientKey:
+        return (self.base_url, provider_api_key(self.spec) or "none", float(self.spec.timeout_secs))
+
     def complete(self, request: ChatRequest) -> ModelReply:
+        params = self._params(request)
+        try:
+            response = CLIENTS.sync_client(self._client_key()).messages.create(**params)
+        except (anthropic.AnthropicError, ValueError) as exc:
+            # `from None`: the cause's text may hold the URL or the response body.
+            raise _reason(exc) from None
+        return self._reply(response)
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply:
+        params = self._params(request)
+        try:
+            response = await CLIENTS.async_client(self._client_key()).messages.create(**params)
+        except (anthropic.AnthropicError, ValueError) as exc:
+            raise _reason(exc) from None
+        return self._reply(response)
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
         system, turns = wire_messages(request.messages)
         max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
@@ -107,17 +145,9 @@ class AnthropicProvider:
         if temperature is not None:
             # Recent clients no longer take `temperature` as an argument; the wire field remains.
             params["extra_body"] = {"temperature": temperature}
+        return params
 
-        api_key = provider_api_key(spec) or "none"
-        try:
-            with anthropic.Anthropic(
-                api_key=api_key, base_url=self.base_url, timeout=float(spec.timeout_secs), max_retries=0
-            ) as client:
-                response = client.messages.create(**params)
-        except (anthropic.AnthropicError, ValueError) as exc:
-            # `from None`: the cause's text may hold the URL or the response body.
-            raise _reason(exc) from None
-
+    def _reply(self, response: Message) -> ModelReply:
         texts: list[str] = []
         calls: list[ToolCallRequest] = []
         for block in response.content or []:
@@ -136,6 +166,6 @@ class AnthropicProvider:
                 input_tokens=(usage.input_tokens or 0) if usage else 0,
                 output_tokens=(usage.output_tokens or 0) if usage else 0,
             ),
-            provider_ref=spec.ref,
-            model=spec.model,
+            provider_ref=self.spec.ref,
+            model=self.spec.model,
         )

@@ -65,7 +65,19 @@ class ChatRequest:
 
 
 class ModelProvider(Protocol):
+    """One model call: `complete` blocks the calling thread; `acomplete` is the same call
+    (same request, reply, errors and reasons) awaited on the running event loop.
+
+    `instant` is True when a call does no I/O (the scripted provider): the caller may then run
+    it inline instead of handing it to an event loop.
+    """
+
+    @property
+    def instant(self) -> bool: ...
+
     def complete(self, request: ChatRequest) -> ModelReply: ...
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply: ...
 
 
 class ProviderError(Exception):

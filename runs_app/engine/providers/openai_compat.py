@@ -3,6 +3,9 @@
 One attempt per call: the client never retries (`max_retries=0`); ReliableProvider owns retries,
 back-off and fallbacks. Failures become ProviderError with a fixed, short reason so that no
 endpoint, key or response body can leak into run errors or logs.
+
+`complete` blocks its thread for the call; `acomplete` awaits it on the running event loop. Both
+take their client from `CLIENTS` (clients.py): built once per settings, pooled, kept alive.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from agents_app.secrets import provider_api_key
 from agents_app.snapshot import ProviderSpec
@@ -27,6 +31,7 @@ from .base import (
     Usage,
     check_semantic,
 )
+from .clients import ClientCache, ClientKey
 
 # Used only when a provider's uri is empty.
 DEFAULT_BASE_URLS: dict[str, str] = {
@@ -110,14 +115,50 @@ def _parse_arguments(raw: str | None) -> dict[str, Any]:
     return parsed
 
 
+def _build_sync(key: ClientKey) -> openai.OpenAI:
+    base_url, api_key, timeout = key
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+def _build_async(key: ClientKey) -> openai.AsyncOpenAI:
+    base_url, api_key, timeout = key
+    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+# One client per (base URL, key, timeout) and process (and event loop, for the async ones).
+CLIENTS: ClientCache[openai.OpenAI, openai.AsyncOpenAI] = ClientCache(_build_sync, _build_async)
+
+
 class OpenAICompatProvider:
+    instant = False  # every call is a network round trip
+
     def __init__(self, spec: ProviderSpec) -> None:
         if not spec.model:
             raise ProviderError(f"provider '{spec.ref}' has no model", retryable=False)
         self.spec = spec
         self.base_url = base_url_for(spec)
 
+    def _client_key(self) -> ClientKey:
+        return (self.base_url, api_key_for(self.spec), float(self.spec.timeout_secs))
+
     def complete(self, request: ChatRequest) -> ModelReply:
+        params = self._params(request)
+        try:
+            response = CLIENTS.sync_client(self._client_key()).chat.completions.create(**params)
+        except (openai.OpenAIError, ValueError) as exc:
+            # `from None`: the cause's text may hold the URL or the response body.
+            raise _reason(exc) from None
+        return self._reply(response, request)
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply:
+        params = self._params(request)
+        try:
+            response = await CLIENTS.async_client(self._client_key()).chat.completions.create(**params)
+        except (openai.OpenAIError, ValueError) as exc:
+            raise _reason(exc) from None
+        return self._reply(response, request)
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
         params: dict[str, Any] = {
             "model": spec.model,
@@ -131,21 +172,9 @@ class OpenAICompatProvider:
         max_tokens = request.max_tokens if request.max_tokens is not None else spec.max_tokens
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
+        return params
 
-        try:
-            with (
-                openai.OpenAI(
-                    api_key=api_key_for(spec),
-                    base_url=self.base_url,
-                    timeout=float(spec.timeout_secs),
-                    max_retries=0,
-                ) as client,
-            ):
-                response = client.chat.completions.create(**params)
-        except (openai.OpenAIError, ValueError) as exc:
-            # `from None`: the cause's text may hold the URL or the response body.
-            raise _reason(exc) from None
-
+    def _reply(self, response: ChatCompletion, request: ChatRequest) -> ModelReply:
         if not response.choices:
             raise InvalidCompletion()
         message = response.choices[0].message
@@ -167,6 +196,6 @@ class OpenAICompatProvider:
                 input_tokens=(usage.prompt_tokens or 0) if usage else 0,
                 output_tokens=(usage.completion_tokens or 0) if usage else 0,
             ),
-            provider_ref=spec.ref,
-            model=spec.model,
+            provider_ref=self.spec.ref,
+            model=self.spec.model,
         )

@@ -8,10 +8,11 @@ exponential back-off between them; a non-retryable error moves straight to the n
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from agents_app.snapshot import ProviderSpec
@@ -94,6 +95,71 @@ def build_single(spec: ProviderSpec) -> ModelProvider:
     return OpenAICompatProvider(spec)
 
 
+class _Attempts:
+    """The bookkeeping of one call through the chain, shared by `complete` and `acomplete`.
+
+    Iterating yields (candidate, attempt number) in the order they are tried; `failed` records
+    a failure as an event (and logs it) and says how long to back off before the next attempt;
+    `served` logs a recovery and attributes the reply; `exhausted` is the final error.
+    """
+
+    def __init__(self, owner: ReliableProvider) -> None:
+        self.owner = owner
+        self.events: list[FailureEvent] = []
+        self._skip_rest = False
+
+    def __iter__(self) -> Iterator[tuple[ProviderSpec, int]]:
+        for spec in self.owner.candidates():
+            self._skip_rest = False
+            for attempt in range(1, self.owner.retries + 1):
+                yield spec, attempt
+                if self._skip_rest:
+                    break
+
+    def failed(self, spec: ProviderSpec, attempt: int, exc: Exception) -> float:
+        """Record the failure; the seconds to sleep before the next attempt (0: none)."""
+        retries = self.owner.retries
+        if isinstance(exc, ProviderError):
+            reason, retryable = exc.reason, exc.retryable
+        else:
+            # Unexpected errors may carry anything in their text; keep only the type.
+            reason, retryable = f"unexpected error ({type(exc).__name__})", True
+        event = FailureEvent(
+            provider_ref=spec.ref,
+            model=model_label(spec),
+            attempt=attempt,
+            attempts=retries,
+            reason=_clip(" ".join(reason.split()), _MAX_REASON_BYTES),
+            invalid_completion=isinstance(exc, InvalidCompletion),
+        )
+        self.events.append(event)
+        logger.warning(
+            "model call failed: provider=%s model=%s attempt=%d/%d reason=%s",
+            event.provider_ref,
+            event.model,
+            attempt,
+            retries,
+            event.reason,
+        )
+        if not retryable:
+            self._skip_rest = True
+            return 0.0
+        return self.owner.backoff_secs * 2 ** (attempt - 1) if attempt < retries else 0.0
+
+    def served(self, spec: ProviderSpec, reply: ModelReply) -> ModelReply:
+        if self.events:
+            logger.warning(
+                "model call recovered: provider=%s model=%s after %d failure event(s)",
+                spec.ref,
+                model_label(spec),
+                len(self.events),
+            )
+        return dataclasses.replace(reply, provider_ref=spec.ref, model=model_label(spec))
+
+    def exhausted(self) -> AllProvidersFailed:
+        return AllProvidersFailed(self.events)
+
+
 class ReliableProvider:
     def __init__(
         self,
@@ -103,6 +169,7 @@ class ReliableProvider:
         retries: int = 2,
         backoff_secs: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
+        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not chain:
             raise ProviderError("no model provider configured", retryable=False)
@@ -111,6 +178,7 @@ class ReliableProvider:
         self.backoff_secs = backoff_secs
         self._build = build
         self._sleep = sleep
+        self._asleep = asleep
         self._built: dict[tuple[str, str], ModelProvider] = {}
         self.requested_ref = chain[0].ref
         self.requested_model = model_label(chain[0])
@@ -133,52 +201,45 @@ class ReliableProvider:
             self._built[key] = self._build(spec)
         return self._built[key]
 
+    @property
+    def instant(self) -> bool:
+        """True when no candidate does I/O, so a call never waits on the network."""
+        for spec in self.candidates():
+            try:
+                provider = self._provider_for(spec)
+            except Exception:
+                continue  # a candidate that cannot be built fails at once, without I/O
+            if not provider.instant:
+                return False
+        return True
+
     def is_fallback(self, reply: ModelReply) -> bool:
         return (reply.provider_ref, reply.model) != (self.requested_ref, self.requested_model)
 
     def complete(self, request: ChatRequest) -> ModelReply:
-        events: list[FailureEvent] = []
-        for spec in self.candidates():
-            for attempt in range(1, self.retries + 1):
-                try:
-                    reply = self._provider_for(spec).complete(request)
-                except Exception as exc:  # every failure is an event; none escapes the chain
-                    if isinstance(exc, ProviderError):
-                        reason, retryable = exc.reason, exc.retryable
-                    else:
-                        # Unexpected errors may carry anything in their text; keep only the type.
-                        reason, retryable = f"unexpected error ({type(exc).__name__})", True
-                    event = FailureEvent(
-                        provider_ref=spec.ref,
-                        model=model_label(spec),
-                        attempt=attempt,
-                        attempts=self.retries,
-                        reason=_clip(" ".join(reason.split()), _MAX_REASON_BYTES),
-                        invalid_completion=isinstance(exc, InvalidCompletion),
-                    )
-                    events.append(event)
-                    logger.warning(
-                        "model call failed: provider=%s model=%s attempt=%d/%d reason=%s",
-                        event.provider_ref,
-                        event.model,
-                        attempt,
-                        self.retries,
-                        event.reason,
-                    )
-                    if not retryable:
-                        break
-                    if attempt < self.retries:
-                        self._sleep(self.backoff_secs * 2 ** (attempt - 1))
-                    continue
-                if events:
-                    logger.warning(
-                        "model call recovered: provider=%s model=%s after %d failure event(s)",
-                        spec.ref,
-                        model_label(spec),
-                        len(events),
-                    )
-                return dataclasses.replace(reply, provider_ref=spec.ref, model=model_label(spec))
-        raise AllProvidersFailed(events)
+        attempts = _Attempts(self)
+        for spec, attempt in attempts:
+            try:
+                reply = self._provider_for(spec).complete(request)
+            except Exception as exc:  # every failure is an event; none escapes the chain
+                if delay := attempts.failed(spec, attempt, exc):
+                    self._sleep(delay)
+                continue
+            return attempts.served(spec, reply)
+        raise attempts.exhausted()
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply:
+        """`complete` awaited: the same candidates, retries, back-off, events and errors."""
+        attempts = _Attempts(self)
+        for spec, attempt in attempts:
+            try:
+                reply = await self._provider_for(spec).acomplete(request)
+            except Exception as exc:  # CancelledError is no Exception: cancelling is not a failure
+                if delay := attempts.failed(spec, attempt, exc):
+                    await self._asleep(delay)
+                continue
+            return attempts.served(spec, reply)
+        raise attempts.exhausted()
 
 
 def build_provider(

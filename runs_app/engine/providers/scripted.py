@@ -211,6 +211,10 @@ def _conversation_words(messages: list[ChatMessage]) -> int:
 
 
 class ScriptedProvider:
+    # No I/O: the engine may call it inline, without going through an event loop. (A rule's
+    # `sleep_ms` still sleeps in the calling thread, as `complete` always did.)
+    instant = True
+
     def __init__(self, spec: ProviderSpec, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.spec = spec
         self.rules = parse_script(spec.script)
@@ -221,6 +225,9 @@ class ScriptedProvider:
             if rule.pattern is None or rule.pattern.search(prompt):
                 return rule
         raise ProviderError("scripted provider has no rule matching the prompt", retryable=False)
+
+    async def acomplete(self, request: ChatRequest) -> ModelReply:
+        return self.complete(request)
 
     def complete(self, request: ChatRequest) -> ModelReply:
         rule = self._rule_for(request.prompt)
