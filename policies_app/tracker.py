@@ -58,7 +58,10 @@ def tracker_record_action(
     later reason anyway, but must report a budget refusal first)."""
     if max_actions_per_hour <= 0:
         raise BudgetExhausted(RATE_LIMIT_ACTIONS)
-    with transaction.atomic():
+    # No savepoint: nothing is written before the checks pass, so a refusal is raised only
+    # once the block has ended and leaves a caller's transaction usable.
+    refusal = None
+    with transaction.atomic(savepoint=False):
         tracker = _locked_tracker(key)
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
@@ -67,14 +70,15 @@ def tracker_record_action(
         # actions it holds (a shared tracker may record thousands an hour).
         recent = TrackerAction.objects.filter(tracker=tracker, at__gt=window_start)
         if recent[:max_actions_per_hour].count() >= max_actions_per_hour:
-            raise BudgetExhausted(RATE_LIMIT_ACTIONS)
-        if max_cost_per_day_cents is not None:
-            tracker_check_cost(key=key, max_cost_per_day_cents=max_cost_per_day_cents, now=at)
-        if not record:
-            return
-        TrackerAction.objects.create(tracker=tracker, at=at)
-        if at.second == 0:  # prune the expired window now and then, not on every record
-            TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
+            refusal = RATE_LIMIT_ACTIONS
+        elif max_cost_per_day_cents is not None and _cost_on(key, _today(at)) >= max_cost_per_day_cents:
+            refusal = RATE_LIMIT_COST
+        elif record:
+            TrackerAction.objects.create(tracker=tracker, at=at)
+            if at.second == 0:  # prune the expired window now and then, not on every record
+                TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
+    if refusal is not None:
+        raise BudgetExhausted(refusal)
 
 
 def _cost_on(key: str, day: date) -> float:

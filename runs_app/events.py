@@ -82,23 +82,54 @@ def event_json(event: RunEvent) -> dict[str, Any]:
     }
 
 
-def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> None:
     """Persist one event inside the caller's transaction and publish it once that commits.
-    Returns the event as it is published (`event_json`'s shape). `run` only needs `pk` and
-    `root_id`."""
-    return emit_for(run.pk, run.root_id or run.pk, type_, data)
+    `run` only needs `pk` and `root_id`."""
+    emit_for(run.pk, run.root_id or run.pk, type_, data)
 
 
-def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`emit` by ids: no Run instance needed."""
+def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None = None) -> None:
+    """`emit` by ids: no Run instance needed. Inside `tree_tx` the event is written with the
+    block's others, in one INSERT, when the outermost block ends (still inside its
+    transaction, so the events and the change they describe commit together)."""
     assert type_ in EVENT_TYPES, type_
+    event = RunEvent(run_id=run_id, root_id=root_id, type=type_, at=timezone.now(), data=data or {})
+    batch = _batch()
+    if batch.depth:
+        batch.events.append(event)
+        return
     lock_tree(root_id)
-    event = RunEvent.objects.create(
-        run_id=run_id, root_id=root_id, type=type_, at=timezone.now(), data=data or {}
-    )
-    payload = event_json(event)
-    transaction.on_commit(lambda: publish(payload), robust=True)
-    return payload
+    _write([event])
+
+
+def _write(found: list[RunEvent]) -> None:
+    """Insert events in order (their ids increase in that order) and publish them on commit."""
+    if len(found) == 1:
+        found[0].save(force_insert=True)
+    else:
+        RunEvent.objects.bulk_create(found)  # returns the ids on PostgreSQL and SQLite ≥ 3.35
+    payloads = [event_json(event) for event in found]
+    transaction.on_commit(lambda: _publish_all(payloads), robust=True)
+
+
+def _publish_all(payloads: list[dict[str, Any]]) -> None:
+    for payload in payloads:
+        publish(payload)
+
+
+class _Batch(threading.local):
+    """The events of this thread's open `tree_tx` blocks, not yet written."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.events: list[RunEvent] = []
+
+
+_batches = _Batch()
+
+
+def _batch() -> _Batch:
+    return _batches
 
 
 def lock_tree(root_id: Any) -> None:
@@ -122,10 +153,24 @@ def lock_tree(root_id: Any) -> None:
 def tree_tx(root_id: Any, *, savepoint: bool = False) -> Iterator[None]:
     """`transaction.atomic()` holding the tree's lock from its first statement. Nested in
     another transaction it adds no savepoint unless asked (`savepoint=True`, for a block
-    whose failure its caller catches and survives): an error inside ends the whole one."""
+    whose failure its caller catches and survives): an error inside ends the whole one.
+    The events emitted inside are written together when the outermost block ends; those of a
+    block that fails are dropped with it."""
     with transaction.atomic(savepoint=savepoint):
         lock_tree(root_id)
-        yield
+        batch = _batch()
+        mark = len(batch.events)
+        batch.depth += 1
+        try:
+            yield
+        except BaseException:
+            del batch.events[mark:]
+            raise
+        finally:
+            batch.depth -= 1
+        if batch.depth == 0 and batch.events:
+            found, batch.events = batch.events, []
+            _write(found)
 
 
 def deliver(payload: dict[str, Any]) -> None:

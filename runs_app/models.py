@@ -75,6 +75,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     owner = models.CharField(max_length=200, blank=True, default="")
+    # Set while the run's model call is in flight (engine/inflight.py): a run whose worker
+    # died then is queued again by the reaper rather than lost, and the call is made again.
+    model_call_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

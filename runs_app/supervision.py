@@ -1,8 +1,11 @@
 """The reaper (SPEC §4 Supervision, ENGINE.md): periodic, and once at start-up.
 
-It never re-runs a model call by itself: a run whose worker vanished ends `lost`, and its
-parent's tool call is settled with that failure. It also heals two gaps: a queued run whose
-task message was lost, and a waiting run whose wake-up was lost."""
+A run whose worker vanished ends `lost`, and its parent's tool call is settled with that
+failure, with one exception: a run whose model call was in flight (`Run.model_call_at`) is
+queued again, and the call is made again. Nothing had happened yet that the call's answer
+would have caused, so making it again repeats nothing but the call (docs/runs.md). It also
+heals two gaps: a queued run whose task message was lost, and a waiting run whose wake-up
+was lost."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from runs_app.engine import dispatch, heartbeat, timers
+from runs_app.engine import dispatch, heartbeat, timers, transitions
 from runs_app.engine import messages as msg
 from runs_app.engine.cancel import end_with_descendants
 from runs_app.engine.settle import wake_if_ready
@@ -33,7 +36,7 @@ def reap_once(
     now = now or timezone.now()
     stale_after = stale_after or _seconds("CLAWBOARD_STALE_SECS", 30)
     requeue_after = _seconds("CLAWBOARD_REQUEUE_SECS", 60)
-    counts = {"lost": 0, "timed_out": 0, "requeued": 0, "woken": 0, "await_expired": 0}
+    counts = {"lost": 0, "timed_out": 0, "requeued": 0, "woken": 0, "await_expired": 0, "recalled": 0}
 
     stale = Q(status=Run.Status.RUNNING) & (
         Q(heartbeat_at__lt=now - stale_after) | Q(heartbeat_at__isnull=True)
@@ -45,6 +48,14 @@ def reap_once(
     # A run this very worker holds on a live thread is not lost, even if its heartbeat lags;
     # a run owned under another worker id (another process, an earlier boot) has no such excuse.
     for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
+        if run.model_call_at is not None:
+            if transitions.move(
+                run, [Run.Status.RUNNING], Run.Status.QUEUED, event="run.queued",
+                data={"reason": msg.MODEL_CALL_AGAIN}, owner="", model_call_at=None,
+            ):  # fmt: skip
+                dispatch.runnable(run.pk)
+                counts["recalled"] += 1
+            continue
         # Its descendants are cancelled with it: nothing would ever read what they hand back.
         if end_with_descendants(run, status=Run.Status.LOST, error=msg.RUN_LOST):
             counts["lost"] += 1

@@ -3,6 +3,8 @@ service; the engine sends them by name (`runs_app/engine/dispatch.py`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
 from django.db import close_old_connections
 
@@ -15,6 +17,15 @@ def advance_run(run_id: str) -> None:
     close_old_connections()
     try:
         step.advance_run(run_id)
+    finally:
+        close_old_connections()
+
+
+@shared_task(name="runs.continue_run", acks_late=True, ignore_result=True)
+def continue_run(run_id: str, owner: str, answer: dict[str, Any]) -> None:
+    close_old_connections()
+    try:
+        step.continue_run(run_id, owner, answer)
     finally:
         close_old_connections()
 

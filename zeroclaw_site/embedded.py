@@ -14,6 +14,8 @@ from celery.platforms import SecurityWarning
 from zeroclaw_site.celery import app
 
 log = logging.getLogger(__name__)
+
+POLLING_INTERVAL_SECS = 0.001
 # The embedded worker runs as whoever runs `make run` (root in a container): nothing to warn about.
 warnings.filterwarnings("ignore", category=SecurityWarning)
 
@@ -41,7 +43,9 @@ class EmbeddedWorker(Worker):
 class EmbeddedWorkerThread:
     def __init__(self, concurrency: int = 4) -> None:
         self.concurrency = concurrency
-        app.conf.broker_transport_options = {"polling_interval": 0.002}
+        # The memory transport polls its queue: this is the longest a hop waits for the worker
+        # to see its message, traded against the idle process's wake-ups (docs/performance.md).
+        app.conf.broker_transport_options = {"polling_interval": POLLING_INTERVAL_SECS}
         app.conf.worker_hijack_root_logger = False
         self.worker = EmbeddedWorker(
             app=app,

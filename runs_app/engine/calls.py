@@ -105,6 +105,8 @@ def execute(step: Step, rows: list[ToolCall]) -> bool:
     if local:
         if not Run.objects.filter(pk=step.run.pk, status=Run.Status.RUNNING).exists():
             raise Stopped  # cancelled (or timed out) meanwhile: act no further
+        if connection.vendor == "postgresql":
+            connection.close()  # back to the process's pool while the tools run (a shell may take minutes)
         results = run_local_calls(step, local)
         # Recorded even if the run stops right after: what the tools did is a fact.
         with events.tree_tx(step.root_id):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 from policies_app.policy import needs_approval
 from policies_app.specs import RiskProfileSpec
@@ -45,6 +45,37 @@ class Turn:
     # turn's record settles it: `budget.worst_case_cents`, `tracker_settle_cost`).
     reserved: float = 0.0
     reserved_on: date | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The turn as a task argument: the answer of a call in flight reaches the worker that
+        continues the run in a task message (`inflight`)."""
+        return {
+            "text": self.text,
+            "calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.calls],
+            "usage": [self.usage.input_tokens, self.usage.output_tokens],
+            "provider_ref": self.provider_ref,
+            "model": self.model,
+            "failure": self.failure,
+            "invalid": self.invalid,
+            "requested_at": self.requested_at,
+            "reserved": self.reserved,
+            "reserved_on": self.reserved_on.isoformat() if self.reserved_on else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Turn:
+        return cls(
+            text=data["text"],
+            calls=tuple(ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in data["calls"]),
+            usage=Usage(*data["usage"]),
+            provider_ref=data["provider_ref"],
+            model=data["model"],
+            failure=data["failure"],
+            invalid=data["invalid"],
+            requested_at=data["requested_at"],
+            reserved=data["reserved"],
+            reserved_on=date.fromisoformat(data["reserved_on"]) if data["reserved_on"] else None,
+        )
 
 
 @dataclass(frozen=True)

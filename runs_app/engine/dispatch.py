@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 ADVANCE_TASK = "runs.advance_run"
+CONTINUE_TASK = "runs.continue_run"  # the answer of a model call that was in flight (inflight.py)
 EXPIRE_RUN_TASK = "runs.expire_run"
 EXPIRE_CALL_TASK = "runs.expire_call"
 

@@ -41,10 +41,11 @@ def holding(run_id: Any) -> Iterator[None]:
         release(run_id)
 
 
-def hold(run_id: Any) -> None:
+def hold(run_id: Any, by: threading.Thread | None = None) -> None:
+    """Beat for this run while `by` (the current thread unless said) is alive."""
     global _beater
     with _lock:
-        _held[str(run_id)] = threading.current_thread()
+        _held[str(run_id)] = by or threading.current_thread()
         if _beater is None or not _beater.is_alive():
             _beater = threading.Thread(target=_beat_forever, name="clawboard-heartbeat", daemon=True)
             _beater.start()

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 RUN_LOST = "run lost: its worker stopped before it finished"
+MODEL_CALL_AGAIN = "its worker stopped during a model call; the call is made again"
 CANCELLED_DIRECT = "Cancelled by user request"
 CANCELLED_CASCADE = "Cancelled by parent session"
 NO_OUTPUT = "subagent completed without output"

@@ -73,9 +73,11 @@ def run_finish(
             tool_result,
         )
         # A run that ended no longer waits for anyone: its open questions leave the inbox.
-        Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).update(
-            status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
-        )
+        # (Its own worker ends it from `running`, where no approval is pending.)
+        if owner is None:
+            Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).update(
+                status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
+            )
         if run.parent_call_id:
             _settle_parent_call(run)
         elif run.execution == Run.Execution.BACKGROUND and run.parent_id:
@@ -88,10 +90,10 @@ def _settle_parent_call(child: Run) -> None:
     """Complete the parent's tool call that waits on `child` if every child of it has ended."""
     call_id = child.parent_call_id
     assert call_id is not None
-    call = ToolCall.objects.select_for_update().filter(pk=call_id).first()
+    call = ToolCall.objects.select_for_update(of=("self",)).select_related("run").filter(pk=call_id).first()
     if call is None or call.status != ToolCall.Status.PENDING:
         return
-    parent = Run.objects.get(pk=call.run_id)
+    parent = call.run
     if call.wait_kind == "parallel":
         siblings = list(Run.objects.filter(parent_call_id=call.pk))
         if any(s.status not in TERMINAL_STATUSES for s in siblings):

@@ -12,6 +12,7 @@ the local tools run outside a database transaction; they are what takes time."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -25,7 +26,7 @@ from policies_app.tracker import (
     tracker_settle_cost,
 )
 from runs_app import events
-from runs_app.engine import heartbeat
+from runs_app.engine import dispatch, heartbeat, inflight
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, worst_case_cents
 from runs_app.engine.calls import Step, Stopped, admit_and_wait, execute, record_calls, resume
@@ -41,12 +42,13 @@ from runs_app.engine.decide import (
     Wait,
     decide,
 )
-from runs_app.engine.frozen import policy_of, provider_of
+from runs_app.engine.frozen import FrozenPolicy, policy_of, provider_of
 from runs_app.engine.providers import (
     AllProvidersFailed,
     ChatMessage,
     ChatRequest,
     InvalidCompletion,
+    ModelReply,
     ProviderError,
     cost_cents,
 )
@@ -61,11 +63,29 @@ log = logging.getLogger(__name__)
 def advance_run(run_id: Any) -> None:
     """The body of the task `runs.advance_run`: claim the run, and step it while it can go on."""
     run = claim(run_id)
+    if run is not None:
+        _holding(run, None)
+
+
+def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
+    """The body of the task `runs.continue_run`: the answer of a model call that was in
+    flight (`inflight`) reached a worker, which takes the run over and goes on from it. If the
+    run stopped meanwhile (cancelled, timed out, queued again by the reaper), the answer is
+    dropped; what the call cost is recorded all the same."""
+    turn = Turn.from_json(answer)
+    run = take_over(run_id, owner)
     if run is None:
+        stopped = Run.objects.filter(pk=run_id).first()
+        if stopped is not None:
+            _settle_reservation(stopped, turn, 0.0 if turn.failure else _cost(policy_of(stopped), turn))
         return
+    _holding(run, turn)
+
+
+def _holding(run: Run, answered: Turn | None) -> None:
     with heartbeat.holding(run.pk):
         try:
-            drive(run)
+            drive(run, answered)
         except Stopped:
             pass
         except Exception as exc:
@@ -75,17 +95,24 @@ def advance_run(run_id: Any) -> None:
             )
 
 
-def drive(claimed: Run) -> None:
+def drive(claimed: Run, answered: Turn | None = None) -> None:
     """Model turns while the run can go on. The first works on the row as the claim read it;
-    each later one reads the row again (a cancel, a steer, a model_switch may have changed it)."""
+    each later one reads the row again (a cancel, a steer, a model_switch may have changed it).
+    `answered`: the turn of a call that was in flight, to apply first. The task ends when the
+    run finishes, waits, or has its next call in flight."""
     transcript = load(claimed.pk)
     step: Step | None = Step(claimed, policy_of(claimed), transcript)
+    turn = answered
     while step is not None:
-        if not resume(step) or limit_reached(step):
-            return
-        turn = take_turn(step)
+        if turn is None:
+            if not resume(step) or limit_reached(step):
+                return
+            turn = take_turn(step)
+            if turn is None:  # in flight: its answer continues the run (`continue_run`)
+                return
         if not apply(step, turn, decide(state_of(step), turn)):
             return
+        turn = None
         step = current(claimed.pk, transcript)
 
 
@@ -131,8 +158,10 @@ def _finish(step: Step, decision: Finish) -> bool:
     return True
 
 
-def take_turn(step: Step) -> Turn:
-    """One model call, outside any transaction: the run's conversation in, a Turn out."""
+def take_turn(step: Step) -> Turn | None:
+    """One model call, outside any transaction: the run's conversation in, a Turn out. A real
+    provider's call is handed to the event loop instead (None: the answer will come back as a
+    task, `continue_run`); an instant one (scripted) answers here."""
     run = step.run
     request = ChatRequest(
         messages=list(step.transcript.messages),
@@ -154,28 +183,80 @@ def take_turn(step: Step) -> Turn:
             )
         except BudgetExhausted as exc:
             return Turn(failure=exc.message)
-    requested_at = timezone.now().isoformat()
-    try:
-        reply = provider_of(run).complete(request)
-    except ProviderError as exc:  # AllProvidersFailed included
-        if day is not None:
-            tracker_settle_cost(key=run.tracker_key, day=day, reserved=worst, cents=0)
-        invalid = (
-            exc.invalid_completion
-            if isinstance(exc, AllProvidersFailed)
-            else isinstance(exc, InvalidCompletion)
-        )
-        return Turn(failure=INVALID_COMPLETION if invalid else str(exc), invalid=invalid)
-    return Turn(
+    asked = Turn(requested_at=timezone.now().isoformat(), reserved=worst, reserved_on=day)
+    provider = provider_of(run)
+    if provider.instant:
+        try:
+            return answer_of(run, asked, provider.complete(request), None)
+        except ProviderError as exc:
+            return answer_of(run, asked, None, exc)
+    send_off(step, asked, provider.acomplete(request))
+    return None
+
+
+def send_off(step: Step, asked: Turn, call: Any) -> None:
+    """Hand a model call to the event loop. The run is marked as having a call in flight (so
+    that the reaper queues it again should this process die); the answer is sent to a worker
+    as `runs.continue_run` for this owner."""
+    run, owner, now = step.run, heartbeat.WORKER_ID, timezone.now()
+    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=owner).update(
+        model_call_at=now, heartbeat_at=now
+    ):
+        call.close()
+        _settle_reservation(run, asked, 0.0)
+        raise Stopped
+
+    def answered(reply: ModelReply | None, exc: BaseException | None) -> None:
+        continue_with(run.pk, owner, answer_of(run, asked, reply, exc))
+
+    inflight.submit(run.pk, call, answered)
+
+
+def continue_with(run_id: Any, owner: str, turn: Turn) -> None:
+    dispatch.dispatcher().send(dispatch.CONTINUE_TASK, [str(run_id), owner, turn.as_json()])
+
+
+def answer_of(run: Run, asked: Turn, reply: ModelReply | None, exc: BaseException | None) -> Turn:
+    """The Turn of a model call: its reply, or why there is none."""
+    if reply is None:
+        if isinstance(exc, ProviderError):  # AllProvidersFailed included
+            invalid = (
+                exc.invalid_completion
+                if isinstance(exc, AllProvidersFailed)
+                else isinstance(exc, InvalidCompletion)
+            )
+            failure = INVALID_COMPLETION if invalid else str(exc)
+        else:
+            invalid, failure = False, f"internal error: {exc.__class__.__name__}: {exc}"
+        return dataclasses.replace(asked, failure=failure, invalid=invalid)
+    return dataclasses.replace(
+        asked,
         text=reply.text,
         calls=tuple(reply.tool_calls) if run.agentic else (),  # a one-call delegate offers no tools
         usage=reply.usage,
         provider_ref=reply.provider_ref,
         model=reply.model,
-        requested_at=requested_at,
-        reserved=worst,
-        reserved_on=day,
     )
+
+
+def take_over(run_id: Any, owner: str) -> Run | None:
+    """The run whose call in flight `owner` sent off, now this worker's; None when it is no
+    longer running under that owner with its call in flight."""
+    now = timezone.now()
+    if not Run.objects.filter(
+        pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False
+    ).update(owner=heartbeat.WORKER_ID, model_call_at=None, heartbeat_at=now):
+        return None
+    return Run.objects.filter(pk=run_id).first()
+
+
+def _cost(policy: FrozenPolicy, turn: Turn) -> float:
+    return cost_cents(policy.chain.get(turn.provider_ref, policy.provider), turn.usage)
+
+
+def _settle_reservation(run: Run, turn: Turn, cents: float) -> None:
+    if turn.reserved_on is not None:  # a priced call: it reserved its worst case first
+        tracker_settle_cost(key=run.tracker_key, day=turn.reserved_on, reserved=turn.reserved, cents=cents)
 
 
 def _last_tool_results(step: Step) -> list[str]:
@@ -197,6 +278,8 @@ def apply(step: Step, turn: Turn, decision: Decision) -> bool:
     the run goes on to its next model turn."""
     ready: list[Any] = []
     go_on, failure = False, None
+    if turn.failure is not None:
+        _settle_reservation(step.run, turn, 0.0)
     with events.tree_tx(step.root_id):
         recorded = turn.failure is not None or _record_turn(step, turn)
         if recorded and isinstance(decision, Finish):
@@ -229,10 +312,8 @@ def _record_turn(step: Step, turn: Turn) -> bool:
     and the call's cost on the tracker. False when the run stopped being ours meanwhile (the
     cost is recorded anyway: the call was made)."""
     run = step.run
-    spec = step.policy.chain.get(turn.provider_ref, step.policy.provider)
-    cost = cost_cents(spec, turn.usage)
-    if turn.reserved_on is not None:  # a priced call: it reserved its worst case first
-        tracker_settle_cost(key=run.tracker_key, day=turn.reserved_on, reserved=turn.reserved, cents=cost)
+    cost = _cost(step.policy, turn)
+    _settle_reservation(run, turn, cost)
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
         turns=F("turns") + 1,
         input_tokens=F("input_tokens") + turn.usage.input_tokens,

@@ -48,8 +48,8 @@ def queued_run() -> Run:
 def emit(run: Run, type_: str, data: dict[str, Any] | None = None) -> int:
     """One event written and published on commit, as the engine does."""
     with transaction.atomic():
-        event = events.emit(run, type_, data)
-    return int(event["id"])
+        events.emit(run, type_, data)
+    return int(RunEvent.objects.filter(run=run).latest("id").pk)
 
 
 def silent_event(run: Run, type_: str) -> int:
