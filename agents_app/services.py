@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from agents_app.config_io import MAX_DOCUMENT_BYTES, diff_texts, export_toml, summarize_diff
 from agents_app.models import Agent, ConfigRevision, ModelProvider
 from agents_app.secrets import resolve_secrets
-from agents_app.selectors import config_snapshot_get
+from agents_app.selectors import config_snapshot_read
 from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
 from agents_app.validation import validate_snapshot
 from policies_app.models import DelegateSettings, RiskProfile, RuntimeProfile
@@ -173,15 +173,15 @@ def config_update_prepared(
     configuration, so a concurrent change is never lost. An exception `mutate` raises leaves
     everything as it was."""
     for _ in range(_OPTIMISTIC_ATTEMPTS):
-        old = config_snapshot_get()
+        old = config_snapshot_read()
         prepared = config_prepare(old=old, new=mutate(old))
         with transaction.atomic():
             _lock_configuration()
-            if config_snapshot_get() == old:
+            if config_snapshot_read() == old:
                 return prepared, _commit(prepared, user, summary)
     with transaction.atomic():
         _lock_configuration()
-        old = config_snapshot_get()
+        old = config_snapshot_read()
         prepared = config_prepare(old=old, new=mutate(old))
         return prepared, _commit(prepared, user, summary)
 

@@ -12,9 +12,9 @@ from croniter import croniter
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents_app.models import Agent
 from agents_app.roles import has_role
 from agents_app.selectors import config_snapshot_get
+from agents_app.snapshot import AgentSpec
 from policies_app.policy import ALL_TOOLS, filter_tools
 from runs_app import events
 from runs_app.engine import messages as msg
@@ -39,7 +39,7 @@ class RunServiceError(Exception):
         self.code = code  # invalid | not_found | forbidden | conflict
 
 
-def agent_policy(alias: str) -> tuple[Agent, FrozenPolicy]:
+def agent_policy(alias: str) -> tuple[AgentSpec, FrozenPolicy]:
     """The frozen policy a new top-level run of `alias` runs under."""
     snap = config_snapshot_get()
     spec = snap.agents.get(alias)
@@ -54,7 +54,7 @@ def agent_policy(alias: str) -> tuple[Agent, FrozenPolicy]:
     policy = FrozenPolicy(
         risk=risk, runtime=snap.runtime_of(spec), provider=provider, chain=provider_chain(snap, provider)
     )
-    return Agent.objects.get(alias=alias), policy
+    return spec, policy
 
 
 def run_start(
@@ -79,8 +79,7 @@ def run_start(
         existing = Run.objects.filter(created_by=owner, idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing
-    row, policy = agent_policy(agent)
-    spec = row.to_spec()
+    spec, policy = agent_policy(agent)
     try:
         with transaction.atomic():
             return create_run(

@@ -95,9 +95,9 @@ def _settle_parent_call(child: Run) -> None:
         return
     parent = call.run
     if call.wait_kind == "parallel":
+        if Run.objects.filter(parent_call_id=call.pk).exclude(status__in=TERMINAL_STATUSES).exists():
+            return  # a sibling still runs; the last one to end hands the result over
         siblings = list(Run.objects.filter(parent_call_id=call.pk))
-        if any(s.status not in TERMINAL_STATUSES for s in siblings):
-            return
         order = {rid: i for i, rid in enumerate((call.result or {}).get("order", []))}
         siblings.sort(key=lambda s: order.get(str(s.pk), 0))
         result = outcomes.parallel_result(siblings, child.result_chars)

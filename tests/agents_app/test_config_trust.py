@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 from agents_app import secrets
 from agents_app.config_io import MAX_DOCUMENT_BYTES, diff_texts, export_toml, parse_toml
 from agents_app.models import ConfigRevision, ModelProvider
-from agents_app.selectors import config_snapshot_get
+from agents_app.selectors import config_snapshot_forget, config_snapshot_get
 from agents_app.users import user_create_or_update
 from policies_app.models import RiskProfile
 from policies_app.specs import DEFAULT_ALLOWED_COMMANDS, RiskProfileSpec
@@ -150,6 +150,7 @@ def test_the_command_line_refuses_an_unknown_tool(tmp_path: Path) -> None:
 def test_the_dashboard_refuses_an_unknown_tool_and_shows_saved_unknown_entries(admin_page: Client) -> None:
     # A name saved before names were checked (an old revision may hold one) is shown, never hidden.
     RiskProfile.objects.filter(alias="solo").update(always_ask=["shel"])
+    config_snapshot_forget()  # a write without a revision, as an older version's row
     page = admin_page.get("/risk-profiles/solo/").content.decode()
     assert 'name="ask__shel" checked' in page
     assert "shel (unknown)" in page

@@ -11,6 +11,7 @@ import pytest
 
 from agents_app.gates import delegate_gates
 from agents_app.models import ModelProvider
+from agents_app.selectors import config_snapshot_forget
 from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 from policies_app.tracker import tracker_usage
@@ -318,6 +319,7 @@ def test_check_9_provider_build_failure_spends_nothing() -> None:
     # A script that cannot build is refused when saved (issue 16); one saved by an older
     # version can still be in the database, and the provider build must fail on it cleanly.
     ModelProvider.objects.filter(type="scripted", alias="broken").update(script=[{"turns": []}])
+    config_snapshot_forget()  # a write without a revision, as an older version's row
     run = finish("boss", "go")
     assert call_results(run) == [
         fail(
