@@ -69,11 +69,13 @@ def advance_run(run_id: Any) -> None:
 
 def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
     """The body of the task `runs.continue_run`: the answer of a model call that was in
-    flight (`inflight`) reached a worker, which takes the run over and goes on from it. If the
-    run stopped meanwhile (cancelled, timed out, queued again by the reaper), the answer is
-    dropped; what the call cost is recorded all the same."""
+    flight (`inflight`) reached a worker, which goes on from it; recording the turn takes the
+    run over (`_record_turn`). If the run stopped meanwhile (cancelled, timed out, queued
+    again by the reaper), the answer is dropped; what the call cost is recorded all the same."""
     turn = Turn.from_json(answer)
-    run = take_over(run_id, owner)
+    run = Run.objects.filter(
+        pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False
+    ).first()
     if run is None:
         stopped = Run.objects.filter(pk=run_id).first()
         if stopped is not None:
@@ -154,7 +156,7 @@ def limit_reached(step: Step) -> bool:
 
 def _finish(step: Step, decision: Finish) -> bool:
     run_finish(step.run, status=decision.status, output=decision.output, error=decision.error,
-               owner=heartbeat.WORKER_ID)  # fmt: skip
+               owner=step.run.owner)  # fmt: skip
     return True
 
 
@@ -239,17 +241,6 @@ def answer_of(run: Run, asked: Turn, reply: ModelReply | None, exc: BaseExceptio
     )
 
 
-def take_over(run_id: Any, owner: str) -> Run | None:
-    """The run whose call in flight `owner` sent off, now this worker's; None when it is no
-    longer running under that owner with its call in flight."""
-    now = timezone.now()
-    if not Run.objects.filter(
-        pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False
-    ).update(owner=heartbeat.WORKER_ID, model_call_at=None, heartbeat_at=now):
-        return None
-    return Run.objects.filter(pk=run_id).first()
-
-
 def _cost(policy: FrozenPolicy, turn: Turn) -> float:
     return cost_cents(policy.chain.get(turn.provider_ref, policy.provider), turn.usage)
 
@@ -314,7 +305,11 @@ def _record_turn(step: Step, turn: Turn) -> bool:
     run = step.run
     cost = _cost(step.policy, turn)
     _settle_reservation(run, turn, cost)
-    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).update(
+    # The run is ours, or, for the answer of a call in flight, the worker's that sent it off:
+    # this UPDATE takes it over.
+    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=run.owner).update(
+        owner=heartbeat.WORKER_ID,
+        model_call_at=None,
         turns=F("turns") + 1,
         input_tokens=F("input_tokens") + turn.usage.input_tokens,
         output_tokens=F("output_tokens") + turn.usage.output_tokens,
@@ -343,6 +338,7 @@ def _record_turn(step: Step, turn: Turn) -> bool:
             "model": turn.model,
         },
     )
+    run.owner, run.model_call_at = heartbeat.WORKER_ID, None
     run.turns += 1
     run.input_tokens += turn.usage.input_tokens
     run.output_tokens += turn.usage.output_tokens
