@@ -393,7 +393,9 @@ def main() -> None:
         "--delay-ms", type=float, default=1000, help="the model's delay (workloads without their own)"
     )
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    parser.add_argument("--modes", default="embedded", help="embedded, scale-out, or both (comma-separated)")
+    parser.add_argument(
+        "--modes", default="embedded", help="embedded (default), scale-out, or both: embedded,scale-out"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--budget", type=float, default=120, help="seconds of runs after which a workload is not repeated"
