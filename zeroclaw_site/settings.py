@@ -6,6 +6,8 @@ from pathlib import Path
 
 import environ
 
+from zeroclaw_site.dbpool import pool_max_setting
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -77,6 +79,12 @@ _SQLITE_OPTIONS = {
     "timeout": 30,
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000; PRAGMA temp_store=MEMORY;",
 }
+# The pool's max size (PostgreSQL), and whether the operator set it: unset, a Celery worker
+# raises it to fit its -c threads when it starts; set too small for them, the worker refuses
+# to start (zeroclaw_site/dbpool.py).
+CLAWBOARD_DB_POOL_MAX, CLAWBOARD_DB_POOL_EXPLICIT = pool_max_setting(
+    env.str("CLAWBOARD_DB_POOL_MAX", default="")
+)
 DATABASES = {"default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'clawboard.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL: readers never wait for the writer. IMMEDIATE: a transaction takes the write lock at
@@ -88,7 +96,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     # One test database per process, so parallel test runs never share a file.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-clawboard-{os.getpid()}.sqlite3")}
-elif (_pool_max := env.int("CLAWBOARD_DB_POOL_MAX", default=10)) > 0:
+elif (_pool_max := CLAWBOARD_DB_POOL_MAX) > 0:
     # A pool of connections per process (psycopg's, through Django): threads borrow one and
     # give it back when Django closes it, so a process never holds more than this many, however
     # many threads serve requests or wait. Without it, daphne kept one connection per thread

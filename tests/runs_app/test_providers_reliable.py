@@ -250,3 +250,48 @@ def test_build_provider_failures_at_creation() -> None:
     no_model = ProviderSpec(type="openai", alias="o")
     with pytest.raises(ProviderError, match="provider 'openai.o' has no model"):
         build_provider(no_model, {})
+
+
+PLANS: list[dict[str, list[Exception | str]]] = [
+    {"openai.a/m1": [ProviderError("HTTP 500"), "first retry"]},
+    {
+        "openai.a/m1": [ProviderError("HTTP 500"), ProviderError("timeout"), ProviderError("HTTP 502")],
+        "openai.a/m2": [ProviderError("HTTP 401", retryable=False), "unused"],
+        "ollama.b/llama": [InvalidCompletion(), "finally"],
+    },
+    {
+        "openai.a/m1": [RuntimeError("boom"), InvalidCompletion(), InvalidCompletion()],
+        "openai.a/m2": [ProviderError("HTTP 404", retryable=False)],
+        "ollama.b/llama": [ProviderError("connection error")] * 3,
+    },
+]
+
+
+async def walk(sync: bool, plan: dict[str, list[Exception | str]]) -> tuple[list[str], list[float], str]:
+    """(calls made, back-off sleeps, outcome) of one call through a two-provider chain."""
+    chain = [p("openai.a", "m1", fallback_models=("m2",)), p("ollama.b", "llama")]
+    calls: list[str] = []
+    sleeps: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    copy = {key: list(values) for key, values in plan.items()}
+    provider = ReliableProvider(
+        chain, fakes(copy, calls), retries=3, backoff_secs=0.5, sleep=sleeps.append, asleep=asleep
+    )
+    try:
+        reply = provider.complete(request()) if sync else await provider.acomplete(request())
+        outcome = f"{reply.text} from {reply.provider_ref}/{reply.model}"
+    except AllProvidersFailed as exc:
+        outcome = str(exc)
+    return calls, sleeps, outcome
+
+
+@pytest.mark.parametrize("plan", PLANS)
+async def test_acomplete_walks_the_chain_exactly_like_complete(
+    plan: dict[str, list[Exception | str]],
+) -> None:
+    walked = await walk(True, plan)
+    assert await walk(False, plan) == walked
+    assert walked[0] and walked[1]  # calls were made, and backed off between attempts
