@@ -1,0 +1,158 @@
+"""One websocket per tab (issue 17 item 2), in a real browser and with a real websocket client
+against the real server: the nav badge and the approvals inbox follow without a reload,
+polling takes over visibly when the socket is down, and the socket's error paths answer as
+documented, never with a 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+import websockets
+from playwright.sync_api import Page, WebSocketRoute, expect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.e2e.support import Browse, Server, assert_not_reloaded, eventually, mark_page
+
+
+def badge(page: Page) -> str:
+    found = page.locator("#nav-approvals-count")
+    return found.inner_text() if found.count() else "0"
+
+
+def pending_count(server: Server) -> int:
+    return len(server.api("GET", "/api/v1/approvals/?status=pending"))
+
+
+def start_gated(server: Server) -> str:
+    run = server.api("POST", "/api/v1/runs/", {"agent": "sysadmin", "prompt": "check the disk"})
+    return str(run["id"])
+
+
+def decide_all(server: Server, root: str) -> None:
+    for a in server.api("GET", "/api/v1/approvals/?status=pending"):
+        if a["root_id"] == root:
+            server.api("POST", f"/api/v1/approvals/{a['id']}/approve/", {})
+
+
+def test_the_nav_badge_and_the_inbox_follow_approvals_live(browse: Browse, server: Server) -> None:
+    page = browse.new_page("olga")
+    page.goto("/runs/")
+    expect(page.locator("#socket-state")).to_have_text("live")
+    mark_page(page)
+    before = pending_count(server)
+    assert badge(page) == str(before)
+    root = start_gated(server)
+    expect(page.locator("#nav-approvals-count")).to_have_text(str(before + 1), timeout=20_000)
+    inbox = browse.another_tab(page)
+    inbox.goto("/approvals/")
+    expect(inbox.locator("#pending-table")).to_contain_text("echo disk usage ok")
+    rows = inbox.locator("#pending-table tr[id^=approval-]").count()
+    decide_all(server, root)
+    eventually(lambda: badge(page) == str(before), what="the badge to go down")
+    expect(inbox.locator("#pending-table tr[id^=approval-]")).to_have_count(rows - 1)
+    assert_not_reloaded(page)
+
+
+def test_polling_takes_over_visibly_while_the_socket_is_down(browse: Browse, server: Server) -> None:
+    page = browse.new_page("olga")
+
+    def refuse(ws: WebSocketRoute) -> None:
+        ws.close(code=1011, reason="down for the test")
+
+    page.route_web_socket(re.compile(r".*/ws/.*"), refuse)
+    page.goto("/approvals/")
+    expect(page.locator("#socket-state")).to_have_text("live updates down: polling every 3 s")
+    before = pending_count(server)
+    root = start_gated(server)
+    expect(page.locator("#nav-approvals-count")).to_have_text(str(before + 1), timeout=20_000)
+    decide_all(server, root)
+
+
+def test_a_signed_out_browser_sees_the_documented_close_code(browse: Browse) -> None:
+    page = browse.new_page(user=None)
+    page.goto("/accounts/login/")
+    code = page.evaluate(
+        """() => new Promise((done) => {
+            const ws = new WebSocket(`ws://${location.host}/ws/live/`);
+            ws.onclose = (e) => done(e.code);
+        })"""
+    )
+    assert code == 4401
+
+
+def session_headers(page: Page, server: Server) -> dict[str, str]:
+    cookies = "; ".join(f"{c['name']}={c['value']}" for c in page.context.cookies())
+    return {"Cookie": cookies, "Origin": server.url}
+
+
+async def frames_after(url: str, headers: dict[str, str], frames: list[Any]) -> list[dict[str, Any]]:
+    answers = []
+    async with websockets.connect(url, additional_headers=headers, open_timeout=10) as ws:
+        hello = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert hello["type"] == "hello"
+        for frame in frames:
+            await ws.send(frame)
+            answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+        await ws.send(json.dumps({"type": "ping"}))
+        answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+    return answers
+
+
+def test_a_real_websocket_client_gets_404_json_errors_and_close_codes(browse: Browse, server: Server) -> None:
+    ws_url = server.url.replace("http://", "ws://")
+    page = browse.new_page("vera")
+    headers = session_headers(page, server)
+
+    async def status_of(path: str) -> int:
+        with pytest.raises(InvalidStatus) as refused:
+            async with websockets.connect(ws_url + path, additional_headers=headers, open_timeout=10):
+                pass
+        return int(refused.value.response.status_code)
+
+    assert asyncio.run(status_of("/ws/runs/abc/")) == 404
+    assert asyncio.run(status_of("/ws/foo/")) == 404
+
+    answers = asyncio.run(
+        frames_after(
+            ws_url + "/ws/live/",
+            headers,
+            ["not json", b"\x00\x01", '{"type":"resync","after":1e400}', "[]", '{"type":"dance"}'],
+        )
+    )
+    assert [a.get("code") for a in answers[:-1]] == [
+        "invalid_json",
+        "binary_frame",
+        "unknown_type",  # the live socket follows no tree: a resync means nothing there
+        "invalid_message",
+        "unknown_type",
+    ]
+    assert answers[-1] == {"type": "pong"}  # still open
+
+    runs = server.api("GET", "/api/v1/runs/?kind=top_level")
+    root = (runs["results"] if isinstance(runs, dict) else runs)[0]["id"]
+
+    async def resync_errors() -> dict[str, Any]:
+        async with websockets.connect(
+            f"{ws_url}/ws/runs/{root}/?after=999999999", additional_headers=headers
+        ) as ws:
+            await ws.send('{"type":"resync","after":1e400}')
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            await ws.send('{"type":"ping"}')
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "pong"}
+            return dict(answer)
+
+    assert asyncio.run(resync_errors())["code"] == "invalid_after"
+
+    async def close_code(path: str, extra: dict[str, str]) -> int:
+        async with websockets.connect(ws_url + path, additional_headers=extra, open_timeout=10) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+        assert closed.value.rcvd is not None
+        return int(closed.value.rcvd.code)
+
+    assert asyncio.run(close_code("/ws/live/", {"Origin": server.url})) == 4401
+    assert asyncio.run(close_code("/ws/runs/00000000-0000-0000-0000-000000000000/", headers)) == 4404
