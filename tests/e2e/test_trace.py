@@ -28,11 +28,12 @@ def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Brow
     # running: the root's bar grows, the now line is drawn, children arrive over the socket
     expect(page.locator(f"#run-{root}-head .bar.running")).to_have_count(1)
     expect(page.locator("#now-line")).to_be_visible()
-    first = page.locator(f"#run-{root}-head .bar").evaluate("el => el.getBoundingClientRect().width")
+    end_of = "el => parseInt(el.style.getPropertyValue('--e'), 10)"
+    first = page.locator(f"#run-{root}-head .bar").evaluate(end_of)
     page.wait_for_function("document.querySelectorAll('#run-tree li.node').length >= 7", timeout=20_000)
     assert page.locator(f"#run-{root}-status").inner_text() != "completed"
-    grown = page.locator(f"#run-{root}-head .bar").evaluate("el => el.getBoundingClientRect().width")
-    assert grown > first
+    grown = page.locator(f"#run-{root}-head .bar").evaluate(end_of)
+    assert grown > first  # the running bar's end follows the clock
     wait_for_status(page, root, "completed", timeout_ms=60_000)
     page.wait_for_function("document.querySelectorAll('#run-tree li.node').length === 31", timeout=20_000)
     assert_not_reloaded(page)
@@ -168,6 +169,7 @@ def test_the_controls_follow_the_run_cancel_and_steer_then_continue(browse: Brow
     expect(page.locator("#steer-submit")).to_have_count(0)
     expect(page.locator("#continue-prompt")).to_have_value("one more thing")
     expect(page.locator("#controls-status")).to_have_text("cancelled")
+    assert_not_reloaded(page)
 
 
 def test_a_steer_refused_because_the_run_ended_keeps_the_typed_text(browse: Browse) -> None:
