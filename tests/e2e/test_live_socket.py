@@ -5,15 +5,14 @@ documented, never with a 500."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
 
 import pytest
-import websockets
 from playwright.sync_api import Page, WebSocketRoute, expect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
 
 from tests.e2e.support import Browse, Server, assert_not_reloaded, eventually, mark_page
 
@@ -89,39 +88,44 @@ def session_headers(page: Page, server: Server) -> dict[str, str]:
     return {"Cookie": cookies, "Origin": server.url}
 
 
-async def frames_after(url: str, headers: dict[str, str], frames: list[Any]) -> list[dict[str, Any]]:
+def answers_to(url: str, headers: dict[str, str], frames: list[str | bytes]) -> list[dict[str, Any]]:
+    """Each frame's answer, then the answer to a ping (the socket is still open)."""
     answers = []
-    async with websockets.connect(url, additional_headers=headers, open_timeout=10) as ws:
-        hello = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        assert hello["type"] == "hello"
-        for frame in frames:
-            await ws.send(frame)
-            answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
-        await ws.send(json.dumps({"type": "ping"}))
-        answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+    with connect(url, additional_headers=headers, open_timeout=10) as ws:
+        if "/ws/live/" in url:
+            assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+        for frame in [*frames, '{"type": "ping"}']:
+            ws.send(frame)
+            answers.append(json.loads(ws.recv(timeout=10)))
     return answers
+
+
+def handshake_status(url: str, headers: dict[str, str]) -> int:
+    with pytest.raises(InvalidStatus) as refused:
+        with connect(url, additional_headers=headers, open_timeout=10):
+            pass
+    return int(refused.value.response.status_code)
+
+
+def close_code(url: str, headers: dict[str, str]) -> int:
+    with connect(url, additional_headers=headers, open_timeout=10) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    return int(closed.value.rcvd.code)
 
 
 def test_a_real_websocket_client_gets_404_json_errors_and_close_codes(browse: Browse, server: Server) -> None:
     ws_url = server.url.replace("http://", "ws://")
-    page = browse.new_page("vera")
-    headers = session_headers(page, server)
+    headers = session_headers(browse.new_page("vera"), server)
 
-    async def status_of(path: str) -> int:
-        with pytest.raises(InvalidStatus) as refused:
-            async with websockets.connect(ws_url + path, additional_headers=headers, open_timeout=10):
-                pass
-        return int(refused.value.response.status_code)
+    assert handshake_status(ws_url + "/ws/runs/abc/", headers) == 404
+    assert handshake_status(ws_url + "/ws/foo/", headers) == 404
 
-    assert asyncio.run(status_of("/ws/runs/abc/")) == 404
-    assert asyncio.run(status_of("/ws/foo/")) == 404
-
-    answers = asyncio.run(
-        frames_after(
-            ws_url + "/ws/live/",
-            headers,
-            ["not json", b"\x00\x01", '{"type":"resync","after":1e400}', "[]", '{"type":"dance"}'],
-        )
+    answers = answers_to(
+        ws_url + "/ws/live/",
+        headers,
+        ["not json", b"\x00\x01", '{"type":"resync","after":1e400}', "[]", '{"type":"dance"}'],
     )
     assert [a.get("code") for a in answers[:-1]] == [
         "invalid_json",
@@ -130,29 +134,16 @@ def test_a_real_websocket_client_gets_404_json_errors_and_close_codes(browse: Br
         "invalid_message",
         "unknown_type",
     ]
-    assert answers[-1] == {"type": "pong"}  # still open
+    assert answers[-1] == {"type": "pong"}
 
-    runs = server.api("GET", "/api/v1/runs/?kind=top_level")
-    root = (runs["results"] if isinstance(runs, dict) else runs)[0]["id"]
+    root = server.api("POST", "/api/v1/runs/", {"agent": "reviewer", "prompt": "frames", "wait": 30})["id"]
+    tree = answers_to(
+        f"{ws_url}/ws/runs/{root}/?after=999999999",
+        headers,
+        ['{"type":"resync","after":1e400}', '{"type":"resync","after":-3}', b"\xff"],
+    )
+    assert [a.get("code") for a in tree] == ["invalid_after", "invalid_after", "binary_frame", None]
+    assert tree[-1] == {"type": "pong"}
 
-    async def resync_errors() -> dict[str, Any]:
-        async with websockets.connect(
-            f"{ws_url}/ws/runs/{root}/?after=999999999", additional_headers=headers
-        ) as ws:
-            await ws.send('{"type":"resync","after":1e400}')
-            answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
-            await ws.send('{"type":"ping"}')
-            assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "pong"}
-            return dict(answer)
-
-    assert asyncio.run(resync_errors())["code"] == "invalid_after"
-
-    async def close_code(path: str, extra: dict[str, str]) -> int:
-        async with websockets.connect(ws_url + path, additional_headers=extra, open_timeout=10) as ws:
-            with pytest.raises(ConnectionClosed) as closed:
-                await asyncio.wait_for(ws.recv(), 10)
-        assert closed.value.rcvd is not None
-        return int(closed.value.rcvd.code)
-
-    assert asyncio.run(close_code("/ws/live/", {"Origin": server.url})) == 4401
-    assert asyncio.run(close_code("/ws/runs/00000000-0000-0000-0000-000000000000/", headers)) == 4404
+    assert close_code(ws_url + "/ws/live/", {"Origin": server.url}) == 4401
+    assert close_code(ws_url + "/ws/runs/00000000-0000-0000-0000-000000000000/", headers) == 4404
