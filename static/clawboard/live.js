@@ -187,7 +187,7 @@
         setLive(false, "disconnected (" + event.code + "): reload the page", event.code);
         return;
       }
-      setLive(false, "reconnecting… (polling every 3 s meanwhile)", event.code);
+      setLive(false, "reconnecting…", event.code);
       state.retry = Math.min(state.retry + 1, 6);
       setTimeout(connect, 250 * 2 ** (state.retry - 1));
     };
