@@ -14,7 +14,8 @@
   const loadedAt = Date.now();
   let serverNow = parseInt(tree.dataset.now || "0", 10); // ms from the root's start, at load
   let serverAt = loadedAt;
-  let total = Math.max(1, parseInt(tree.dataset.end || "1", 10));
+  let serverEnd = Math.max(1, parseInt(tree.dataset.end || "1", 10)); // the tree's end, or now
+  let total = serverEnd;
 
   function fmt(ms) {
     ms = Math.max(0, ms);
@@ -34,6 +35,7 @@
   function tick() {
     const running = tree.querySelectorAll(".lane .running");
     const now = nowMs();
+    if (!running.length) total = serverEnd; // finished: the axis ends where the tree did
     if (running.length) {
       total = Math.max(total, now);
       running.forEach((bar) => bar.style.setProperty("--e", String(Math.floor(now))));
@@ -219,7 +221,7 @@
   window.clawboardTrace = {
     rescale(end, now) {
       if (!isNaN(now)) { serverNow = now; serverAt = Date.now(); }
-      if (!isNaN(end)) total = Math.max(total, end);
+      if (!isNaN(end)) serverEnd = Math.max(1, end);
       tick();
     },
     refreshed() {

@@ -46,6 +46,7 @@ def test_the_nav_badge_and_the_inbox_follow_approvals_live(browse: Browse, serve
     assert badge(page) == str(before)
     root = start_gated(server)
     expect(page.locator("#nav-approvals-count")).to_have_text(str(before + 1), timeout=20_000)
+    expect(page.locator(f'#run-table a[href="/runs/{root}/"]').first).to_be_visible()  # the list too
     inbox = browse.another_tab(page)
     inbox.goto("/approvals/")
     expect(inbox.locator("#pending-table")).to_contain_text("echo disk usage ok")
