@@ -21,8 +21,17 @@ from tests.e2e.support import (
 DURATION = re.compile(r"^(\d+ ms|\d+\.\d\d s)$")
 
 
+def script_errors(page: Page) -> list[str]:
+    """Uncaught errors of the page's scripts, collected from now on."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return errors
+
+
 def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Browse) -> None:
     page = browse.new_page("olga")
+    errors = script_errors(page)
     root = start_run(page, "tracer", "trace the release")
     mark_page(page)
     # running: the root's bar grows, the now line is drawn, children arrive over the socket
@@ -56,6 +65,7 @@ def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Brow
         for b in boxes
         if a is not b
     )
+    assert errors == []
 
 
 def focused_head(page: Page) -> str:
@@ -64,6 +74,7 @@ def focused_head(page: Page) -> str:
 
 def test_the_tree_moves_folds_and_searches_from_the_keyboard(browse: Browse, server: Server) -> None:
     page = browse.new_page("vera")
+    errors = script_errors(page)
     root = str(
         server.api("POST", "/api/v1/runs/", {"agent": "tracer", "prompt": "trace the keys", "wait": 60})["id"]
     )
@@ -105,6 +116,7 @@ def test_the_tree_moves_folds_and_searches_from_the_keyboard(browse: Browse, ser
     page.locator("#tree-search").fill("")
     page.locator("#tree-search").dispatch_event("input")
     expect(page.locator("#run-tree li.node:visible")).to_have_count(31)
+    assert errors == []
 
 
 def test_the_detail_panel_shows_calls_json_and_permissions_and_links_child_runs(
