@@ -14,7 +14,15 @@ from playwright.sync_api import Page, WebSocketRoute, expect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from tests.e2e.support import Browse, Server, assert_not_reloaded, eventually, mark_page
+from tests.e2e.support import (
+    Browse,
+    Server,
+    assert_not_reloaded,
+    eventually,
+    mark_page,
+    start_run,
+    wait_for_status,
+)
 
 
 def badge(page: Page) -> str:
@@ -148,3 +156,15 @@ def test_a_real_websocket_client_gets_404_json_errors_and_close_codes(browse: Br
 
     assert close_code(ws_url + "/ws/live/", {"Origin": server.url}) == 4401
     assert close_code(ws_url + "/ws/runs/00000000-0000-0000-0000-000000000000/", headers) == 4404
+
+
+def test_the_run_page_follows_a_tree_by_polling_while_its_socket_is_down(browse: Browse) -> None:
+    page = browse.new_page("olga")
+    page.route_web_socket(re.compile(r".*/ws/.*"), lambda ws: ws.close(code=1011))
+    root = start_run(page, "tracer", "trace without a socket")
+    mark_page(page)
+    expect(page.locator("#socket-state")).to_have_text("live updates down: polling every 3 s")
+    wait_for_status(page, root, "completed", timeout_ms=60_000)
+    page.wait_for_function("document.querySelectorAll('#run-tree li.node').length === 31", timeout=20_000)
+    expect(page.locator("#continue")).to_be_visible()
+    assert_not_reloaded(page)
