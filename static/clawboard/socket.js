@@ -5,6 +5,8 @@
 // and the top bar says so.
 (function () {
   const POLL_MS = 3000;
+  const MIN_GAP_MS = 1000; // a fragment is fetched at most once a second, however busy the runs
+  const lastFetch = new Map();
   // topic -> the fragments that show it (fetched again from their hx-get, else from this
   // page's own URL, selecting the same element).
   const TARGETS = { approvals: ["#approvals"], tasks: ["#tasks"], home: ["#home-panels"], runs: ["#run-table"] };
@@ -91,6 +93,9 @@
         el.addEventListener("focusout", () => refresh([topic]), { once: true });
         return;
       }
+      const wait = (lastFetch.get(sel) || 0) + MIN_GAP_MS - Date.now();
+      if (wait > 0) { setTimeout(() => refresh([topic]), wait); return; }
+      lastFetch.set(sel, Date.now());
       const url = el.getAttribute("hx-get");
       if (url) htmx.ajax("GET", url, { target: el, swap: el.getAttribute("hx-swap") || "innerHTML" });
       else htmx.ajax("GET", location.pathname + location.search, { target: sel, select: sel, swap: "outerHTML" });
