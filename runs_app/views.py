@@ -323,7 +323,11 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
             "run": run,
             "transcript": transcript,
             "messages": [
-                {**m, "calls": [{**c, "json": _pretty(c.get("arguments"))} for c in (m["tool_calls"] or [])]}
+                {
+                    **m,
+                    "text": linked_text(m["content"], tree_runs),
+                    "calls": [{**c, "json": _pretty(c.get("arguments"))} for c in (m["tool_calls"] or [])],
+                }
                 for m in transcript["messages"]
             ],
             "tool_calls": calls,
@@ -349,7 +353,10 @@ def _pretty(value: Any) -> str:
 
 def _tree_run_ids(run: Run, transcript: dict[str, Any]) -> set[str]:
     """The ids of runs of this tree that the run's tool calls mention (one query)."""
-    found = set(UUID_RE.findall(json.dumps([c["result"] for c in transcript["tool_calls"]], default=str)))
+    mentioned = [c["result"] for c in transcript["tool_calls"]] + [
+        m["content"] for m in transcript["messages"]
+    ]
+    found = set(UUID_RE.findall(json.dumps(mentioned, default=str)))
     found.update(child for c in transcript["tool_calls"] for child in c["children"])
     if not found:
         return set()
@@ -362,7 +369,12 @@ def _tree_run_ids(run: Run, transcript: dict[str, Any]) -> set[str]:
 
 def linked_json(value: Any, run_ids: set[str]) -> str:
     """`value` as indented JSON, escaped, with each id of a run of the tree linked to its node."""
-    text = str(escape(_pretty(value)))
+    return linked_text(_pretty(value), run_ids)
+
+
+def linked_text(raw: str, run_ids: set[str]) -> str:
+    """`raw` escaped, with each id of a run of the tree linked to its node."""
+    text = str(escape(raw))
     if not run_ids:
         return mark_safe(text)  # escaped above
 

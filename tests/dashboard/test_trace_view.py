@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs_app.models import Run, RunEvent, ToolCall
+from runs_app.models import Message, Run, RunEvent, ToolCall
 from runs_app.trace import duration_text
 from tests.dashboard.support import Runs, bulk_tree, client_as, make_run, text_of
 
@@ -202,6 +202,10 @@ def test_tool_calls_are_pretty_json_with_copy_buttons_and_run_ids_link_to_their_
     assert block.count(link) == 2  # in the output text and as run_id
     assert f'data-run-link="{stranger.pk}"' not in block
     assert str(stranger.pk) in block
+    # and in the transcript's tool message
+    Message.objects.create(run=root, seq=0, role="tool", content=f"started {child.pk}", tool_call_id="call_0_0")
+    again = viewer.get(f"/runs/{root.pk}/detail/").content.decode()
+    assert f'<pre class="detail-text">started {link}</pre>' in again
 
 
 def test_the_detail_panel_shows_the_effective_permissions(viewer: Client, runs: Runs) -> None:
