@@ -48,7 +48,12 @@ def decide_all(server: Server, root: str) -> None:
 def test_the_nav_badge_and_the_inbox_follow_approvals_live(browse: Browse, server: Server) -> None:
     page = browse.new_page("olga")
     page.goto("/runs/")
+    page.wait_for_load_state("networkidle")
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.reload()  # counted from the page's start
     expect(page.locator("#socket-state")).to_have_text("live")
+    assert [re.sub(r"^ws://[^/]+", "", u) for u in sockets] == ["/ws/live/"]  # one per tab
     mark_page(page)
     before = pending_count(server)
     assert badge(page) == str(before)

@@ -33,6 +33,9 @@ def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Brow
     page = browse.new_page("olga")
     errors = script_errors(page)
     root = start_run(page, "tracer", "trace the release")
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.reload()  # counted from the page's start
     mark_page(page)
     # running: the root's bar grows, the now line is drawn, children arrive over the socket
     expect(page.locator(f"#run-{root}-head .bar.running")).to_have_count(1)
@@ -66,6 +69,11 @@ def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Brow
         if a is not b
     )
     assert errors == []
+    # the tree's events and the tab's notices come over one socket
+    assert [re.sub(r"^ws://[^/]+", "", u) for u in sockets] == [
+        f"/ws/runs/{root}/?after={sockets[0].split('after=')[1]}"
+    ]
+    assert sockets[0].endswith("&notices=1")
 
 
 def focused_head(page: Page) -> str:
