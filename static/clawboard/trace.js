@@ -25,8 +25,10 @@
 
   const nowMs = () => serverNow + (Date.now() - serverAt);
 
+  let drawnTotal = -1;
   function drawAxis() {
-    if (!axis) return;
+    if (!axis || Math.floor(total) === drawnTotal) return;
+    drawnTotal = Math.floor(total);
     const parts = [];
     for (let i = 0; i <= 4; i++) parts.push(`<span style="left:${i * 25}%">${fmt((total * i) / 4)}</span>`);
     axis.innerHTML = parts.join("");
