@@ -64,10 +64,18 @@ def test_the_nav_badge_and_the_inbox_follow_approvals_live(browse: Browse, serve
     inbox.goto("/approvals/")
     expect(inbox.locator("#pending-table")).to_contain_text("echo disk usage ok")
     rows = inbox.locator("#pending-table tr[id^=approval-]").count()
+    home = browse.another_tab(page)
+    home.goto("/")
+    waiting = home.locator(f'#pending-approvals a[href="/runs/{root}/"]')
+    expect(waiting).to_have_count(1)
+    mark_page(inbox)
+    mark_page(home)
     decide_all(server, root)
     eventually(lambda: badge(page) == str(before), what="the badge to go down")
     expect(inbox.locator("#pending-table tr[id^=approval-]")).to_have_count(rows - 1)
-    assert_not_reloaded(page)
+    expect(waiting).to_have_count(0)  # the home page follows too
+    for tab in (page, inbox, home):
+        assert_not_reloaded(tab)
 
 
 def test_polling_takes_over_visibly_while_the_socket_is_down(browse: Browse, server: Server) -> None:
