@@ -203,7 +203,9 @@ def test_tool_calls_are_pretty_json_with_copy_buttons_and_run_ids_link_to_their_
     assert f'data-run-link="{stranger.pk}"' not in block
     assert str(stranger.pk) in block
     # and in the transcript's tool message
-    Message.objects.create(run=root, seq=0, role="tool", content=f"started {child.pk}", tool_call_id="call_0_0")
+    Message.objects.create(
+        run=root, seq=0, role="tool", content=f"started {child.pk}", tool_call_id="call_0_0"
+    )
     again = viewer.get(f"/runs/{root.pk}/detail/").content.decode()
     assert f'<pre class="detail-text">started {link}</pre>' in again
 
