@@ -38,17 +38,23 @@
     if (controlsTimer) return;
     controlsTimer = setTimeout(async () => {
       controlsTimer = null;
-      const box = document.getElementById("run-controls");
-      if (!box) return;
-      const typed = (document.getElementById("steer-message") || {}).value || "";
-      const hadFocus = document.activeElement && document.activeElement.id === "steer-message";
+      const run = (document.getElementById("run-controls") || {}).dataset?.run;
+      if (!run) return;
       try {
-        const resp = await fetch(`/runs/${box.dataset.run}/controls/`, { credentials: "same-origin", headers: { "HX-Request": "true" } });
+        const resp = await fetch(`/runs/${run}/controls/`, { credentials: "same-origin", headers: { "HX-Request": "true" } });
         if (!resp.ok) return;
         const holder = document.createElement("div");
         holder.innerHTML = await resp.text();
         const fresh = holder.firstElementChild;
-        if (!fresh) return;
+        const box = document.getElementById("run-controls"); // read now: a steer may have answered meanwhile
+        if (!fresh || !box) return;
+        const typed = (document.getElementById("steer-message") || {}).value || "";
+        const hadFocus = document.activeElement && document.activeElement.id === "steer-message";
+        // what the last steer answered stays in view
+        ["steer-notice", "steer-error"].forEach((id) => {
+          const said = box.querySelector("#" + id);
+          if (said && !fresh.querySelector("#" + id)) fresh.append(said.cloneNode(true));
+        });
         box.replaceWith(fresh);
         if (window.htmx) htmx.process(fresh);
         const area = document.getElementById("steer-message");

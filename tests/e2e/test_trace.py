@@ -33,6 +33,7 @@ def test_the_waterfall_of_a_running_tree_grows_live_with_a_now_line(browse: Brow
     page = browse.new_page("olga")
     errors = script_errors(page)
     root = start_run(page, "tracer", "trace the release")
+    expect(page.locator("#live-text")).to_have_text("live")  # this document's socket is open
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.reload()  # counted from the page's start
