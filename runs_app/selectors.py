@@ -10,8 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 
+from policies_app.tracker import tracker_usage
+from runs_app.engine.tools import sandbox
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
 
 PREVIEW_CHARS = 500
@@ -318,4 +321,171 @@ def approval_json(
         "decided_by": decided_by.get_username() if decided_by else None,
         "decided_at": _iso(approval.decided_at),
         "reason": approval.reason,
+    }
+
+
+# -- the trace view (run page) ------------------------------------------------------------------
+
+SPAN_EVENT_TYPES = ("model.request", "model.response", "tool.call", "tool.result")
+
+
+def _truthy(value: Any) -> bool:
+    """A JSON boolean read with KT: SQLite gives 1/0, PostgreSQL 'true'/'false'."""
+    return str(value).lower() in ("1", "true")
+
+
+def run_spans(root_id: Any, run_ids: Iterable[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Each run's model calls and tool calls as spans, by run id, derived from its events (one
+    query, reading a few JSON keys, never whole event bodies): a model call lasts from the
+    request's `requested_at` to its response event, a tool call from `tool.call` to its
+    `tool.result`. A span without its end yet has `end` None. Each span: kind ("model" or
+    "tool"), name, start and end (ISO), ok (False for a failed tool call)."""
+    qs = RunEvent.objects.filter(root_id=root_id, type__in=SPAN_EVENT_TYPES)
+    if run_ids is not None:
+        qs = qs.filter(run_id__in=list(run_ids))
+    rows = qs.order_by("id").values_list(
+        "run_id", "type", "at", KT("data__requested_at"), KT("data__turn"), KT("data__call_id"),
+        KT("data__name"), KT("data__success"), KT("data__model"),
+    )  # fmt: skip
+    spans: dict[str, list[dict[str, Any]]] = {}
+    open_spans: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for run_id, type_, at, requested_at, turn, call_id, name, success, model in rows:
+        run_key = str(run_id)
+        if type_ == "model.request":
+            span = {
+                "kind": "model",
+                "name": "",
+                "start": requested_at or at.isoformat(),
+                "end": None,
+                "ok": True,
+            }
+            open_spans[(run_key, "model", str(turn))] = span
+            spans.setdefault(run_key, []).append(span)
+        elif type_ == "model.response":
+            found = open_spans.pop((run_key, "model", str(turn)), None)
+            if found is not None:
+                found["end"], found["name"] = at.isoformat(), model or ""
+        elif type_ == "tool.call":
+            span = {"kind": "tool", "name": name or "", "start": at.isoformat(), "end": None, "ok": True}
+            open_spans[(run_key, "tool", str(call_id))] = span
+            spans.setdefault(run_key, []).append(span)
+        else:
+            found = open_spans.pop((run_key, "tool", str(call_id)), None)
+            if found is not None:
+                found["end"], found["ok"] = at.isoformat(), _truthy(success)
+    return spans
+
+
+def _latency_ms(start: str | None, end: datetime) -> float | None:
+    if not start:
+        return None
+    try:
+        return (end - datetime.fromisoformat(start)).total_seconds() * 1000
+    except ValueError:
+        return None
+
+
+def run_model_calls(run: Run) -> list[dict[str, Any]]:
+    """Every model call of the run, from its `model.request`/`model.response` events: turn,
+    provider, model, latency (request to answer), input/output tokens, cost."""
+    calls: list[dict[str, Any]] = []
+    requests: dict[Any, dict[str, Any]] = {}
+    for type_, at, data in (
+        RunEvent.objects.filter(run=run, type__in=("model.request", "model.response"))
+        .order_by("id")
+        .values_list("type", "at", "data")
+    ):
+        data = data if isinstance(data, dict) else {}
+        if type_ == "model.request":
+            requests[data.get("turn")] = {"requested_at": data.get("requested_at") or at.isoformat()}
+            continue
+        request = requests.pop(data.get("turn"), {})
+        raw_usage = data.get("usage")
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+        calls.append(
+            {
+                "turn": data.get("turn"),
+                "provider": data.get("provider", ""),
+                "model": data.get("model", ""),
+                "requested_at": request.get("requested_at"),
+                "answered_at": at.isoformat(),
+                "latency_ms": _latency_ms(request.get("requested_at"), at),
+                "input_tokens": usage.get("input", 0),
+                "output_tokens": usage.get("output", 0),
+                "cost_cents": data.get("cost_cents", 0) or 0,
+                "tool_calls": len(data.get("tool_calls") or []),
+            }
+        )
+    return calls
+
+
+def run_tool_timings(run: Run) -> dict[str, dict[str, Any]]:
+    """call_id -> {"started_at", "finished_at", "duration_ms"} from the run's tool events."""
+    found: dict[str, dict[str, Any]] = {}
+    for type_, at, call_id in (
+        RunEvent.objects.filter(run=run, type__in=("tool.call", "tool.result"))
+        .order_by("id")
+        .values_list("type", "at", KT("data__call_id"))
+    ):
+        entry = found.setdefault(str(call_id), {"started_at": None, "finished_at": None, "duration_ms": None})
+        if type_ == "tool.call":
+            entry["started_at"] = at
+        else:
+            entry["finished_at"] = at
+            if entry["started_at"] is not None:
+                entry["duration_ms"] = (at - entry["started_at"]).total_seconds() * 1000
+    return found
+
+
+REACHED_BY = {
+    "top_level": "a top-level run: its agent's own risk and runtime profiles",
+    "subagent": "spawned by its parent (spawn_subagent): the parent's authorization, narrowed by any override",
+    "bounded": "a bounded delegate: its agent, under the caller's authorization and budget",
+    "independent": "an independent delegate: its own agent's risk profile and budget",
+}
+
+
+def run_permissions(run: Run) -> dict[str, Any]:
+    """What the run may do, as frozen when it was admitted: its risk profile after narrowing,
+    its tool registry, the budgets it has left, the sandbox, and how it was reached."""
+    data: dict[str, Any] = run.snapshot.data if run.snapshot_id and run.snapshot is not None else {}
+    risk: dict[str, Any] = data.get("risk") or {}
+    runtime: dict[str, Any] = data.get("runtime") or {}
+    way = run.mode if run.kind == Run.Kind.DELEGATE and run.mode else run.kind
+    budgets: list[dict[str, Any]] = []
+    if run.tracker_key and runtime:
+        usage = tracker_usage(key=run.tracker_key)
+        actions = int(runtime.get("max_actions_per_hour", 0) or 0)
+        cost = float(runtime.get("max_cost_per_day_cents", 0) or 0)
+        budgets.append(
+            {"name": "actions this hour", "used": usage["actions_last_hour"], "limit": actions,
+             "left": max(0, actions - usage["actions_last_hour"])}
+        )  # fmt: skip
+        budgets.append(
+            {"name": "cost today (cents)", "used": round(usage["cost_today_cents"], 4), "limit": cost,
+             "left": round(max(0.0, cost - usage["cost_today_cents"]), 4)}
+        )  # fmt: skip
+    host = sandbox.status()
+    enabled = bool(risk.get("sandbox_enabled", True)) if risk else None
+    return {
+        "has_snapshot": bool(data),
+        "reached": way,
+        "reached_text": REACHED_BY.get(way, way),
+        "execution": run.execution,
+        "tracker": run.tracker_key,
+        "risk": risk,
+        "runtime": runtime,
+        "provider": data.get("provider", run.provider_ref),
+        "tools": list(run.tools or []),
+        "budgets": budgets,
+        "sandbox": {
+            "enabled": enabled,
+            "backend": risk.get("sandbox_backend", ""),
+            "host_available": host.available,
+            "host_detail": host.detail,
+            "state": "off (sandbox_enabled = false)"
+            if enabled is False
+            else ("on (bubblewrap)" if host.available else "unavailable: shell refuses to run"),
+        },
+        "workspace": run.workspace,
     }

@@ -10,8 +10,10 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from runs_app.trace import ACTIVE, duration_text
+
 CHILDREN_PAGE = 50
-ACTIVE = ("queued", "running", "waiting", "awaiting_approval")
+LEAF = ' data-leaf="1"'
 
 
 def _tokens(n: dict[str, Any]) -> str:
@@ -25,13 +27,44 @@ def _tokens(n: dict[str, Any]) -> str:
     return own
 
 
+def _ms_attr(value: float | None) -> str:
+    return "" if value is None else str(int(value))
+
+
+def _bar_style(s: float, e: float | None, fallback: float) -> str:
+    return f"--s:{int(s)};--e:{int(e if e is not None else max(s, fallback))}"
+
+
 def _duration(n: dict[str, Any]) -> str:
-    started = n["started_at"] or n["created_at"]
-    finished = n["finished_at"] or ""
-    secs = n["duration_secs"]
-    text = f"{secs:.1f}s" if secs is not None else "…"
-    data_finished = f' data-finished="{_e(finished)}"' if finished or n["status"] not in ACTIVE else ""
-    return f'<span class="meta duration" data-started="{_e(started or "")}"{data_finished}>{_e(text)}</span>'
+    running = n.get("e_ms") is None and n["status"] in ACTIVE
+    text = duration_text(n.get("duration_ms")) if "duration_ms" in n else "…"
+    live = " live" if running else ""
+    return f'<span class="meta duration{live}" id="run-{_e(n["id"])}-duration">{_e(text)}</span>'
+
+
+def _lane(n: dict[str, Any]) -> str:
+    """The node's row of the waterfall: its own bar, and one thin bar per model or tool call."""
+    if "s_ms" not in n:
+        return '<span class="lane"></span>'
+    s, e = n["s_ms"], n["e_ms"]
+    now = s + (n.get("duration_ms") or 0)
+    status = _e(n["status"])
+    running = " running" if e is None else ""
+    parts = [
+        f'<span class="lane"><i class="bar status-{status}{running}" style="{_bar_style(s, e, now)}" '
+        f'title="{_e(n["agent"])} · {_e(duration_text(n.get("duration_ms")))}"></i>'
+    ]
+    for span in n.get("spans", ()):
+        ss, se = span["s_ms"], span["e_ms"]
+        kind = "model" if span["kind"] == "model" else "tool"
+        state = " failed" if not span["ok"] else (" running" if se is None else "")
+        took = duration_text(se - ss) if se is not None else "running"
+        label = f"{'model' if kind == 'model' else 'tool'} {span['name']} · {took}"
+        parts.append(
+            f'<i class="span span-{kind}{state}" style="{_bar_style(ss, se, now)}" title="{_e(label)}"></i>'
+        )
+    parts.append("</span>")
+    return "".join(parts)
 
 
 def _head(n: dict[str, Any], oob: bool) -> str:
@@ -42,6 +75,11 @@ def _head(n: dict[str, Any], oob: bool) -> str:
     kind = n["kind"] + (f" · {n['mode']}" if n["mode"] else "") + f" · {n['execution']}"
     name = n["label"] or n["task_name"]
     named = f' <span class="meta">“{_e(name)}”</span>' if name else ""
+    parallel = (
+        ' <span class="parallel-mark" title="ran side by side with a sibling">∥</span>'
+        if n.get("parallel")
+        else ""
+    )
     if n["error"]:
         preview = f'<span class="node-error" id="run-{rid}-error">{_e(n["error"][:300])}</span>'
     else:
@@ -49,11 +87,14 @@ def _head(n: dict[str, Any], oob: bool) -> str:
     swap = ' hx-swap-oob="true"' if oob else ""
     return (
         f'<div class="node-head" id="run-{rid}-head"{swap} hx-get="/runs/{rid}/detail/" '
-        f'hx-target="#run-{rid}-detail" hx-swap="innerHTML" data-status="{status}">'
+        f'hx-target="#trace-detail" hx-swap="innerHTML" data-status="{status}" '
+        f'data-s="{_ms_attr(n.get("s_ms"))}" data-e="{_ms_attr(n.get("e_ms"))}" role="treeitem" tabindex="-1">'
+        f'<span class="node-label" style="--level:{int(n.get("level", 0))}">'
+        f'<button type="button" class="twisty" tabindex="-1" aria-label="fold or unfold">▾</button>'
         f'<span class="badge status-{status}" id="run-{rid}-status">{status}</span> '
-        f'<span class="agent">{_e(n["agent"])}</span>{named} <span class="meta">{_e(kind)}</span> '
+        f'<span class="agent">{_e(n["agent"])}</span>{named} <span class="meta">{_e(kind)}</span>{parallel} '
         f'{_duration(n)} <span class="meta tokens" id="run-{rid}-tokens">{_e(_tokens(n))}</span> '
-        f"{preview}</div>"
+        f"{preview}</span>{_lane(n)}</div>"
     )
 
 
@@ -73,13 +114,10 @@ def node_html(n: dict[str, Any], *, children_limit: int = CHILDREN_PAGE) -> str:
             rid = _e(node["id"])
             append(
                 f'<li class="node" id="run-{rid}" data-parent="{_e(node["parent_id"] or "")}" '
-                f'data-status="{_e(node["status"])}">'
+                f'data-status="{_e(node["status"])}"{"" if node["children"] else LEAF}>'
             )
             append(_head(node, False))
-            append(
-                f'<div class="node-detail-wrap" id="run-{rid}-detail"></div>'
-                f'<ul class="children" id="run-{rid}-children">'
-            )
+            append(f'<ul class="children" id="run-{rid}-children" role="group">')
             stack.append((node, 1))
             shown = node["children"][:children_limit]
             for child in reversed(shown):

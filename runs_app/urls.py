@@ -10,6 +10,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<uuid:run_id>/", views.run_page, name="run-page"),
     path("runs/<uuid:run_id>/children/", views.run_children, name="run-children"),
     path("runs/<uuid:run_id>/detail/", views.run_detail, name="run-detail"),
+    path("runs/<uuid:run_id>/controls/", views.run_controls, name="run-controls"),
     path("runs/<uuid:root_id>/nodes/", views.run_nodes, name="run-nodes"),
     path("runs/<uuid:run_id>/cancel/", views.run_cancel_view, name="run-cancel-page"),
     path("runs/<uuid:run_id>/steer/", views.run_steer_view, name="run-steer-page"),

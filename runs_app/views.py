@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
@@ -21,10 +23,11 @@ from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
 from agents_app.web import operator_required, viewer_required
 from policies_app.tracker import tracker_usage
-from runs_app import selectors, tree_html
+from runs_app import selectors, trace, tree_html
 from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
+from runs_app.events import event_json
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
 from runs_app.services import (
     RunServiceError,
@@ -39,6 +42,7 @@ from runs_app.services import (
 
 STATUSES = [s for s, _ in Run.Status.choices]
 KINDS = [k for k, _ in Run.Kind.choices]
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _run_or_404(run_id: Any) -> Run:
@@ -194,6 +198,13 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
 # -- run page -----------------------------------------------------------------------------------
 
 
+def _trace_tree(root_id: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run tree laid out on the waterfall (two queries whatever its size)."""
+    tree = selectors.run_tree(root_id)
+    meta = trace.layout(tree, selectors.run_spans(root_id), timezone.now())
+    return tree, meta
+
+
 @viewer_required
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
@@ -203,7 +214,7 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     last_event = (
         RunEvent.objects.filter(root_id=root_id).order_by("-id").values_list("id", flat=True).first() or 0
     )
-    tree = selectors.run_tree(root_id)
+    tree, meta = _trace_tree(root_id)
     return render(
         request,
         "runs/run_page.html",
@@ -211,17 +222,31 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             "run": run,
             "root_id": root_id,
             "tree_html": mark_safe(tree_html.node_html(tree)),  # built with format_html: escaped
+            "trace": meta,
+            "tree_running": tree["status"] in trace.ACTIVE,
             "last_event": last_event,
-            "can_control": can_control(request.user, run),
+            **_controls_context(request, run),
             "focus": str(run.pk) if run.pk != root_id else "",
         },
     )
 
 
+def _controls_context(request: HttpRequest, run: Run, **extra: Any) -> dict[str, Any]:
+    return {"run": run, "can_control": can_control(request.user, run), **extra}
+
+
+@viewer_required
+def run_controls(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """The Controls panel alone: the run page fetches it again when the run's status changes."""
+    run = _run_or_404(run_id)
+    return render(request, "runs/_controls.html", _controls_context(request, run))
+
+
 @viewer_required
 def run_children(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
-    node = tree_html.find(selectors.run_tree(run.root_id or run.pk), str(run.pk))
+    tree, _ = _trace_tree(run.root_id or run.pk)
+    node = tree_html.find(tree, str(run.pk))
     if node is None:
         raise Http404("No such run")
     try:
@@ -236,8 +261,11 @@ def run_nodes(request: HttpRequest, root_id: Any) -> HttpResponse:
     """Live refresh: for `ids`, the header (out-of-band) of nodes already on the page, and for
     `new`, whole nodes to insert under their parent (the page's live.js places them)."""
     root = _run_or_404(root_id)
-    nodes = tree_html.index(selectors.run_tree(root.root_id or root.pk))
-    parts: list[str] = []
+    tree, meta = _trace_tree(root.root_id or root.pk)
+    nodes = tree_html.index(tree)
+    parts: list[str] = [
+        f'<template data-trace-end="{int(meta["end_ms"])}" data-trace-now="{int(meta["now_ms"])}"></template>'
+    ]
     for rid in [i for i in request.GET.get("ids", "").split(",") if i][:200]:
         node = nodes.get(rid)
         if node is not None:
@@ -251,27 +279,112 @@ def run_nodes(request: HttpRequest, root_id: Any) -> HttpResponse:
     return HttpResponse("".join(parts))
 
 
+EVENTS_SHOWN = 500
+
+
 @viewer_required
 def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """The detail panel of one node of the trace."""
     run = _run_or_404(run_id)
     transcript = selectors.run_transcript(run)
-    events = list(RunEvent.objects.filter(run=run).order_by("id")[:500])
+    events_total = RunEvent.objects.filter(run=run).count()
+    events = [
+        {"id": e.id, "type": e.type, "at": e.at, "json": _pretty(event_json(e))}
+        for e in RunEvent.objects.filter(run=run).order_by("id")[:EVENTS_SHOWN]
+    ]
     pending = list(
         Approval.objects.filter(run=run, status=Approval.Status.PENDING)
         .select_related("tool_call")
         .order_by("pk")
     )
+    timings = selectors.run_tool_timings(run)
+    tree_runs = _tree_run_ids(run, transcript)
+    calls = [
+        {
+            **c,
+            "arguments_json": linked_json(c["arguments"], tree_runs),
+            "result_json": linked_json(c["result"], tree_runs) if c["result"] is not None else "",
+            "duration": trace.duration_text(timings.get(c["call_id"], {}).get("duration_ms"))
+            if timings.get(c["call_id"], {}).get("duration_ms") is not None
+            else "",
+        }
+        for c in transcript["tool_calls"]
+    ]
+    model_calls = [
+        {**m, "latency": trace.duration_text(m["latency_ms"]), "cost": f"${m['cost_cents'] / 100:.4f}"}
+        for m in selectors.run_model_calls(run)
+    ]
+    started, finished = run.started_at or run.created_at, run.finished_at
+    permissions = selectors.run_permissions(run)
     return render(
         request,
         "runs/_detail.html",
         {
             "run": run,
             "transcript": transcript,
+            "messages": [
+                {
+                    **m,
+                    "text": linked_text(m["content"], tree_runs),
+                    "calls": [{**c, "json": _pretty(c.get("arguments"))} for c in (m["tool_calls"] or [])],
+                }
+                for m in transcript["messages"]
+            ],
+            "tool_calls": calls,
+            "model_calls": model_calls,
             "events": events,
+            "events_total": events_total,
+            "events_shown": EVENTS_SHOWN,
             "pending": pending,
+            "permissions": permissions,
+            "risk_json": _pretty(permissions["risk"]),
+            "runtime_json": _pretty(permissions["runtime"]),
+            "duration": trace.duration_text(
+                ((finished or timezone.now()) - started).total_seconds() * 1000 if started else None
+            ),
             "can_control": can_control(request.user, run),
         },
     )
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _tree_run_ids(run: Run, transcript: dict[str, Any]) -> set[str]:
+    """The ids of runs of this tree that the run's tool calls mention (one query)."""
+    mentioned = [c["result"] for c in transcript["tool_calls"]] + [
+        m["content"] for m in transcript["messages"]
+    ]
+    found = set(UUID_RE.findall(json.dumps(mentioned, default=str)))
+    found.update(child for c in transcript["tool_calls"] for child in c["children"])
+    if not found:
+        return set()
+    root = run.root_id or run.pk
+    return {
+        str(pk)
+        for pk in Run.objects.filter(root_id=root, pk__in=list(found)[:500]).values_list("pk", flat=True)
+    }
+
+
+def linked_json(value: Any, run_ids: set[str]) -> str:
+    """`value` as indented JSON, escaped, with each id of a run of the tree linked to its node."""
+    return linked_text(_pretty(value), run_ids)
+
+
+def linked_text(raw: str, run_ids: set[str]) -> str:
+    """`raw` escaped, with each id of a run of the tree linked to its node."""
+    text = str(escape(raw))
+    if not run_ids:
+        return mark_safe(text)  # escaped above
+
+    def link(match: re.Match[str]) -> str:
+        rid = match.group(0)
+        if rid not in run_ids:
+            return rid
+        return f'<a href="/runs/{rid}/" class="run-link" data-run-link="{rid}">{rid}</a>'
+
+    return mark_safe(UUID_RE.sub(link, text))  # the text was escaped; ids are [0-9a-f-]
 
 
 def _safe_next(request: HttpRequest, default: str) -> str:
@@ -309,13 +422,25 @@ def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
 @require_POST
 def run_steer_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _run_or_404(run_id)
+    text = request.POST.get("message", "")
+    notice, error = "", ""
     try:
-        run_steer(run=run, user=request.user, message=request.POST.get("message", ""))
-        messages.success(request, "Message queued for the next model turn.")
+        run_steer(run=run, user=request.user, message=text)
+        notice = "Message queued for the next model turn."
     except RunServiceError as exc:
-        messages.error(request, exc.message)
         if exc.code == "forbidden":
             return HttpResponse(exc.message, status=403)
+        error = exc.message
+    if request.htmx:  # type: ignore[attr-defined]  # the Controls panel, the refused text kept
+        run.refresh_from_db()
+        context = _controls_context(
+            request, run, steer_notice=notice, steer_error=error, steer_text=text if error else ""
+        )
+        return render(request, "runs/_controls.html", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, notice)
     return redirect(f"/runs/{run.pk}/")
 
 

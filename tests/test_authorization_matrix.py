@@ -106,6 +106,7 @@ PAGES: dict[str, dict[str, str]] = {
     "runs/<uuid:run_id>/": {"GET": VIEWER},
     "runs/<uuid:run_id>/children/": {"GET": VIEWER},
     "runs/<uuid:run_id>/detail/": {"GET": VIEWER},
+    "runs/<uuid:run_id>/controls/": {"GET": VIEWER},
     "runs/<uuid:root_id>/nodes/": {"GET": VIEWER},
     "runs/<uuid:run_id>/cancel/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/steer/": {"POST": OPERATOR},
@@ -136,7 +137,11 @@ for _kind in KINDS:
         }
     )
 
-WEBSOCKETS: dict[str, str] = {"ws/runs/<uuid:root_id>/": VIEWER}
+WEBSOCKETS: dict[str, str] = {
+    "ws/runs/<uuid:root_id>/": VIEWER,
+    "ws/live/": VIEWER,
+    "": "nobody",  # every other path: 404, whoever asks
+}
 ADMIN_SITE_PREFIX = "admin/"
 
 KEYS = {
@@ -405,10 +410,17 @@ def _ws_session(username: str, role: str | None) -> bytes:
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-async def _ws_connect(root_id: Any, cookie: bytes | None, origin: bytes = b"http://testserver") -> Any:
+async def _ws_connect(
+    root_id: Any, cookie: bytes | None, origin: bytes = b"http://testserver", path: str = ""
+) -> Any:
     headers = [(b"origin", origin)] + ([(b"cookie", cookie)] if cookie else [])
-    comm = WebsocketCommunicator(application, f"/ws/runs/{root_id}/", headers=headers)
+    comm = WebsocketCommunicator(application, path or f"/ws/runs/{root_id}/", headers=headers)
     result = await comm.connect()
+    if result[0] and not await comm.receive_nothing(timeout=0.3):
+        # A refusal is sent as a close code once the socket is open (a browser sees it then).
+        message = await comm.receive_output()
+        if message["type"] == "websocket.close":
+            result = (False, message.get("code"))
     await comm.disconnect()
     return result
 
@@ -432,3 +444,13 @@ async def test_the_run_websocket_follows_the_matrix() -> None:
     # Cross-site websocket hijacking: a page on another origin rides the victim's cookie.
     connected, _ = await _ws_connect(root_id, cookies[ADMIN], origin=b"http://evil.example")
     assert not connected
+    # The dashboard's notices: the same matrix.
+    assert await _ws_connect(root_id, cookies["anonymous"], path="/ws/live/") == (False, 4401)
+    assert await _ws_connect(root_id, cookies["norole"], path="/ws/live/") == (False, 4403)
+    for role in (VIEWER, OPERATOR, ADMIN):
+        connected, _ = await _ws_connect(root_id, cookies[role], path="/ws/live/")
+        assert connected, role
+    connected, _ = await _ws_connect(root_id, cookies[ADMIN], origin=b"http://evil.example", path="/ws/live/")
+    assert not connected
+    # Any other path is no socket, for everyone.
+    assert await _ws_connect(root_id, cookies[ADMIN], path="/ws/nothing/") == (False, 4404)

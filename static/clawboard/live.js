@@ -1,7 +1,9 @@
 // Live run tree: a websocket on the root's event log. Every event marks its run (and, for
 // usage or status changes, its ancestors) dirty; dirty headers and new nodes are fetched as
 // server-rendered HTML in one request per burst. A dropped socket reconnects with the last
-// event id seen, so the page catches up with exactly the events it missed.
+// event id seen, so the page catches up with exactly the events it missed. The same socket
+// carries the tab's notices (notices=1), handed to socket.js. While it is down, the events are
+// read from the REST event log every 3 s instead (socket.js's "clawboard:poll").
 (function () {
   const tree = document.getElementById("run-tree");
   if (!tree) return;
@@ -22,9 +24,54 @@
   const dot = document.getElementById("live-dot");
   const label = document.getElementById("live-text");
 
-  function setLive(on, text) {
+  function setLive(on, text, code) {
     if (dot) dot.classList.toggle("on", on);
     if (label) label.textContent = text;
+    if (window.clawboardSocket) window.clawboardSocket.setUp(on, code);
+  }
+
+  // The Controls panel follows the status of the page's run (Cancel/Steer while it runs,
+  // Continue/Resume once it ended); what is typed in the steer box survives the refresh.
+  const controlsRun = () => (document.getElementById("run-controls") || {}).dataset?.run;
+  let controlsTimer = null;
+  function refreshControls() {
+    if (controlsTimer) return;
+    controlsTimer = setTimeout(async () => {
+      controlsTimer = null;
+      const run = (document.getElementById("run-controls") || {}).dataset?.run;
+      if (!run) return;
+      try {
+        const resp = await fetch(`/runs/${run}/controls/`, { credentials: "same-origin", headers: { "HX-Request": "true" } });
+        if (!resp.ok) return;
+        const holder = document.createElement("div");
+        holder.innerHTML = await resp.text();
+        const fresh = holder.firstElementChild;
+        const box = document.getElementById("run-controls"); // read now: a steer may have answered meanwhile
+        if (!fresh || !box) return;
+        const typed = (document.getElementById("steer-message") || {}).value || "";
+        const hadFocus = document.activeElement && document.activeElement.id === "steer-message";
+        // what the last steer answered stays in view
+        ["steer-notice", "steer-error"].forEach((id) => {
+          const said = box.querySelector("#" + id);
+          if (said && !fresh.querySelector("#" + id)) fresh.append(said.cloneNode(true));
+        });
+        box.replaceWith(fresh);
+        if (window.htmx) htmx.process(fresh);
+        const area = document.getElementById("steer-message");
+        if (area && typed) area.value = typed;
+        // the run ended before the steer was sent: the text becomes the Continue prompt
+        const follow = document.getElementById("continue-prompt");
+        if (!area && typed && follow && !follow.value) follow.value = typed;
+        if (area && hadFocus) area.focus();
+      } catch (e) { setTimeout(refreshControls, 1000); }
+    }, 100);
+  }
+  // The detail panel of a node whose status changed is fetched again.
+  function refreshDetail(id) {
+    const open = document.querySelector("#trace-detail .node-detail");
+    if (open && open.dataset.run === id && window.htmx) {
+      htmx.ajax("GET", `/runs/${id}/detail/`, { target: "#trace-detail", swap: "innerHTML" });
+    }
   }
 
   function ancestors(id) {
@@ -61,6 +108,10 @@
       state.dirty.add(id);
     }
     if (event.type === "model.response" || STATUS_OF[event.type]) ancestors(id).forEach((a) => state.dirty.add(a));
+    if ((STATUS_OF[event.type] || event.type === "run.waiting") && node) {
+      if (id === controlsRun()) refreshControls();
+      refreshDetail(id);
+    }
     schedule();
   }
 
@@ -92,6 +143,8 @@
   function place(html) {
     const box = document.createElement("div");
     box.innerHTML = html;
+    const scale = box.querySelector("template[data-trace-end]");
+    if (scale && window.clawboardTrace) clawboardTrace.rescale(+scale.dataset.traceEnd, +scale.dataset.traceNow);
     box.querySelectorAll("[hx-swap-oob]").forEach((head) => {
       const old = document.getElementById(head.id);
       head.removeAttribute("hx-swap-oob");
@@ -116,12 +169,15 @@
       parent.insertBefore(frag, more);
       const added = document.getElementById("run-" + id);
       if (added && window.htmx) htmx.process(added);
+      const parentNode = document.getElementById("run-" + tpl.dataset.parent);
+      if (parentNode) delete parentNode.dataset.leaf;
     });
+    if (window.clawboardTrace) clawboardTrace.refreshed();
   }
 
   function connect() {
     const proto = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${proto}://${location.host}/ws/runs/${root}/?after=${state.lastId}`);
+    const ws = new WebSocket(`${proto}://${location.host}/ws/runs/${root}/?after=${state.lastId}&notices=1`);
     state.socket = ws;
     ws.onopen = () => { state.retry = 0; setLive(true, "live"); };
     ws.onmessage = (msg) => {
@@ -130,17 +186,30 @@
       if (Array.isArray(data.events)) data.events.forEach(apply);
       else if (data.event) apply(data.event);
       else if (data.id && data.type) apply(data);
+      else if (data.type && window.clawboardSocket) clawboardSocket.handle(data); // notices
     };
     ws.onclose = (event) => {
       if (event.code >= 4400 && event.code < 4500) { // 4401 logged out, 4403 no role, 4404 no run
-        setLive(false, "disconnected (" + event.code + "): reload the page");
+        setLive(false, "disconnected (" + event.code + "): reload the page", event.code);
         return;
       }
-      setLive(false, "reconnecting…");
+      setLive(false, "reconnecting…", event.code);
       state.retry = Math.min(state.retry + 1, 6);
       setTimeout(connect, 250 * 2 ** (state.retry - 1));
     };
   }
+
+  // Fallback while the socket is down: the same events, from the REST event log.
+  let polling = false;
+  document.addEventListener("clawboard:poll", async () => {
+    if (polling || (state.socket && state.socket.readyState === WebSocket.OPEN)) return;
+    polling = true;
+    try {
+      const resp = await fetch(`/api/v1/runs/${root}/events/?after=${state.lastId}&limit=1000`, { credentials: "same-origin" });
+      if (resp.ok) (await resp.json()).forEach(apply);
+    } catch (e) { /* next round */ }
+    polling = false;
+  });
 
   window.clawboardLive = state;
   connect();

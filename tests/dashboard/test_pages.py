@@ -24,6 +24,8 @@ def page_urls(runs: Runs) -> list[str]:
         f"/runs/{runs.failed.pk}/",
         f"/runs/{runs.root.pk}/children/?offset=0",
         f"/runs/{runs.gated.pk}/detail/",
+        f"/runs/{runs.root.pk}/detail/",
+        f"/runs/{runs.lost.pk}/controls/",
         f"/runs/{runs.root.pk}/nodes/?ids={runs.root.pk},{runs.child.pk}&new={runs.task.pk}",
         "/approvals/",
         "/approvals/live/",

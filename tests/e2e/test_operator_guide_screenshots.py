@@ -17,12 +17,28 @@ def shot(page: Page, name: str) -> None:
 
 @pytest.mark.screenshots
 def test_screenshots_of_every_page(browse: Browse, server: Server) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     anonymous = browse.new_page(user=None)
     anonymous.goto("/accounts/login/")
     shot(anonymous, "login")
 
     operator = browse.new_page("olga")
-    # a finished tree, with the root's transcript open
+    # a tree of 31 runs while it runs (the now line, children side by side) ...
+    traced = start_run(operator, "tracer", "trace the release")
+    operator.wait_for_function(
+        "document.querySelectorAll('#run-tree li.node').length >= 31"
+        " && document.querySelectorAll('#run-tree .status-completed').length >= 2",
+        timeout=30_000,
+    )
+    expect(operator.locator("#now-line")).to_be_visible()
+    operator.screenshot(path=str(SCREENSHOTS / "run-page-running.png"), full_page=True)
+    # ... and once it finished, a branch selected: the detail panel beside the waterfall
+    wait_for_status(operator, traced, "completed", timeout_ms=60_000)
+    branch = operator.locator(f"#run-{traced}-children > li.node").nth(1).get_attribute("id")
+    operator.click(f"#{branch}-head")
+    expect(operator.locator(f"#detail-{str(branch)[4:]}")).to_be_visible()
+    shot(operator, "run-page-finished")
+    # the coordinator's tree, with the root's detail open
     root = start_run(operator, "coordinator", "prepare the release")
     wait_for_status(operator, root, "completed")
     operator.click(f"#run-{root}-head")
@@ -34,7 +50,7 @@ def test_screenshots_of_every_page(browse: Browse, server: Server) -> None:
     wait_for_status(operator, dispatched, "completed")
     operator.goto("/tasks/")
     row = operator.locator("#tasks-table tr", has_text="reviewer")
-    expect(row).to_contain_text("completed", timeout=15_000)  # the page polls every 3 s
+    expect(row).to_contain_text("completed", timeout=15_000)  # live over the tab's socket
     shot(operator, "tasks")
 
     # a call waiting for an operator

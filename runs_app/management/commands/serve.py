@@ -73,11 +73,11 @@ class Command(BaseCommand):
             )
         # Imported here: daphne installs Twisted's asyncio reactor when it is first imported.
         from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
         from runs_app.supervision import reap_once
         from zeroclaw_site.asgi import application
+        from zeroclaw_site.daphne_server import DenialServer
         from zeroclaw_site.embedded import EmbeddedWorkerThread
 
         worker = None if options["no_worker"] else EmbeddedWorkerThread(settings.CLAWBOARD_WORKERS).start()
@@ -92,7 +92,7 @@ class Command(BaseCommand):
             ).start()
             host, port = options["host"], options["port"]
             self.stdout.write(f"Clawboard on http://{host}:{port}/ (Ctrl+C to stop)")
-            Server(
+            DenialServer(
                 application=ASGIStaticFilesHandler(application),
                 endpoints=build_endpoint_description_strings(host=host, port=port),
             ).run()
