@@ -17,6 +17,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from runs_app.models import Run, RunEvent
@@ -41,6 +42,11 @@ EVENT_TYPES: tuple[str, ...] = (
     "run.timed_out",
     "run.lost",
 )
+
+# Sent with `events` (the RunEvent rows) when events are written, inside their transaction:
+# what derives something from events listens here (runs_app/notices.py). Several events of one
+# transaction are written with one INSERT, which Django's post_save does not see.
+written = Signal()
 
 EVENT_LOCK_SPACE = 4242  # first key of the advisory locks that order a tree's events
 
@@ -103,11 +109,13 @@ def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None 
 
 
 def _write(found: list[RunEvent]) -> None:
-    """Insert events in order (their ids increase in that order) and publish them on commit."""
+    """Insert events in order (their ids increase in that order), tell `written`'s receivers,
+    and publish them on commit."""
     if len(found) == 1:
         found[0].save(force_insert=True)
     else:
         RunEvent.objects.bulk_create(found)  # returns the ids on PostgreSQL and SQLite ≥ 3.35
+    written.send(sender=RunEvent, events=found)
     payloads = [event_json(event) for event in found]
     transaction.on_commit(lambda: _publish_all(payloads), robust=True)
 

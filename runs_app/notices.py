@@ -1,9 +1,9 @@
 """Notices: which of the dashboard's lists changed (runs, approvals, tasks, home), for the
 websocket of every page (runs_app/consumers.py) besides the events of one run tree.
 
-A notice is derived from the events the engine already writes (SPEC §9): when a RunEvent row
-is created (Django's `post_save`, so nothing in the engine or in `events` knows about this),
-its topics are published once the transaction commits. A notice says only "this list
+A notice is derived from the events the engine already writes (SPEC §9): when RunEvent rows
+are written (the signal `events.written`, so nothing in the engine knows about this), their
+topics are published once the transaction commits, one notice per write. A notice says only "this list
 changed"; the page fetches the fragment again, so a lost notice costs a stale list until the
 next one, never a wrong one, and the page re-fetches everything after a reconnect.
 
@@ -22,8 +22,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
-from django.db.models.signals import post_save
 
+from runs_app.events import written
 from runs_app.models import TERMINAL_STATUSES, RunEvent
 
 log = logging.getLogger(__name__)
@@ -93,11 +93,11 @@ def publish(topics: frozenset[str]) -> None:
         log.exception("publishing a notice failed")
 
 
-def _event_saved(sender: Any, instance: RunEvent, created: bool, **kwargs: Any) -> None:
-    topics = topics_of(instance.type) if created else frozenset()
+def _events_written(sender: Any, events: list[RunEvent], **kwargs: Any) -> None:
+    topics = frozenset().union(*(topics_of(event.type) for event in events))
     if topics:
         transaction.on_commit(partial(publish, topics), robust=True)
 
 
 def connect_signals() -> None:
-    post_save.connect(_event_saved, sender=RunEvent, dispatch_uid="clawboard-notices")
+    written.connect(_events_written, dispatch_uid="clawboard-notices")

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 from django.db import transaction
-from django.utils import timezone
 
-from runs_app import notices
+from runs_app import events, notices
 from runs_app.models import Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +23,8 @@ def heard() -> Any:
 
 
 def event(run: Run, type_: str) -> None:
-    RunEvent.objects.create(run=run, root_id=run.pk, type=type_, at=timezone.now(), data={})
+    with transaction.atomic():
+        events.emit(run, type_)
 
 
 def test_a_committed_event_tells_which_lists_changed(heard: list[frozenset[str]]) -> None:
@@ -62,3 +62,14 @@ def test_a_failing_listener_does_not_break_the_writer(heard: list[frozenset[str]
     finally:
         notices.unlisten(broken)
     assert heard == [frozenset({"runs", "tasks", "home"})]
+
+
+def test_the_events_of_one_tree_transaction_make_one_notice(heard: list[frozenset[str]]) -> None:
+    run = Run.objects.create(agent="a")
+    with events.tree_tx(run.pk):
+        events.emit(run, "model.response")
+        events.emit(run, "approval.requested")
+        events.emit(run, "run.waiting")
+        assert heard == []
+    assert RunEvent.objects.filter(run=run).count() == 3
+    assert heard == [frozenset({"runs", "home", "approvals", "tasks"})]
