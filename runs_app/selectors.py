@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import gc
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
-from django.db.models.functions import Left
+from django.db import connection
+from django.db.models import (
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce, Left
 
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
 
@@ -33,9 +49,72 @@ def run_get(run_id: Any) -> Run | None:
     return Run.objects.select_related("created_by").filter(pk=pk).first()
 
 
+# What `sort` accepts, and the column(s) each orders by (newest first by default).
+RUN_SORTS: dict[str, tuple[str, ...]] = {
+    "started": ("created_at", "id"),
+    "-started": ("-created_at", "-id"),
+    "duration": ("duration", "-created_at"),
+    "-duration": ("-duration", "-created_at"),
+    "cost": ("cost_cents", "-created_at"),
+    "-cost": ("-cost_cents", "-created_at"),
+    "tokens": ("tokens", "-created_at"),
+    "-tokens": ("-tokens", "-created_at"),
+}
+
+# Must stay the expression of the GIN index of migration runs_app 0002, or PostgreSQL never uses it.
+PG_SEARCH_VECTOR = (
+    "to_tsvector('simple'::regconfig, left(prompt, 100000) || ' ' || left(output, 100000)"
+    " || ' ' || left(error, 100000))"
+)
+SEARCH_MAX_TERMS = 16
+SEARCH_MAX_TERM_CHARS = 100
+
+
+def search_terms(text: str) -> list[str]:
+    """The words of a search box, as both full-text engines cut them: runs of letters and
+    digits (punctuation and operators are never syntax), lowercased, at most 16."""
+    words = [w.lower()[:SEARCH_MAX_TERM_CHARS] for w in re.findall(r"[^\W_]+", text)]
+    return list(dict.fromkeys(words))[:SEARCH_MAX_TERMS]
+
+
+def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
+    """The runs of `qs` whose prompt, output or error holds every word of `text`, each word
+    also as a prefix ("zeppelin" finds "Zeppelins"). SQLite FTS5 in embedded mode, PostgreSQL
+    full-text search in scale-out (migration runs_app 0002); `text` without words: `qs`."""
+    terms = search_terms(text)
+    if not terms:
+        return qs
+    if connection.vendor == "sqlite":
+        match = " ".join(f'"{t}"*' for t in terms)
+        return qs.filter(
+            pk__in=RawSQL(
+                "SELECT k.run_id FROM runs_app_run_fts f JOIN runs_app_runsearchkey k ON k.id = f.rowid"
+                " WHERE runs_app_run_fts MATCH %s",
+                [match],
+            )
+        )
+    if connection.vendor == "postgresql":
+        tsquery = " & ".join(f"{t}:*" for t in terms)
+        return qs.filter(
+            pk__in=RawSQL(
+                f"SELECT id FROM runs_app_run WHERE {PG_SEARCH_VECTOR} @@ to_tsquery('simple'::regconfig, %s)",
+                [tsquery],
+            )
+        )
+    for t in terms:  # another database: slower, same answers
+        qs = qs.filter(Q(prompt__icontains=t) | Q(output__icontains=t) | Q(error__icontains=t))
+    return qs
+
+
 def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
-    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root, since."""
-    qs = Run.objects.select_related("created_by").order_by("-created_at", "-id")
+    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root,
+    since, until, user (a username), roots (top-level runs only), q (full-text search), sort
+    (a key of RUN_SORTS). Each run carries `duration` and `tokens`; with `roots`, also
+    `child_count` (every descendant)."""
+    qs = Run.objects.select_related("created_by").annotate(
+        duration=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
+        tokens=F("input_tokens") + F("output_tokens"),
+    )
     status = filters.get("status")
     if status:
         qs = qs.filter(status__in=[status] if isinstance(status, str) else list(status))
@@ -45,10 +124,33 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
         qs = qs.filter(kind=filters["kind"])
     if filters.get("root"):
         qs = qs.filter(root_id=filters["root"])
+    if filters.get("user"):
+        qs = qs.filter(created_by__username=filters["user"])
     since: datetime | None = filters.get("since")
     if since is not None:
         qs = qs.filter(created_at__gte=since)
-    return qs
+    until: datetime | None = filters.get("until")
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
+    if filters.get("roots"):
+        descendants = (
+            Run.objects.filter(root_id=OuterRef("pk"))
+            .exclude(pk=OuterRef("pk"))
+            .order_by()
+            .values("root_id")
+            .annotate(n=Count("id"))
+            .values("n")
+        )
+        qs = qs.filter(parent__isnull=True).annotate(
+            child_count=Coalesce(Subquery(descendants, output_field=IntegerField()), Value(0))
+        )
+    if filters.get("q"):
+        qs = run_search(qs, filters["q"])
+    order = RUN_SORTS.get(filters.get("sort") or "-started", RUN_SORTS["-started"])
+    ordering = [
+        F(o[1:]).desc(nulls_last=True) if o.startswith("-") else F(o).asc(nulls_last=True) for o in order
+    ]
+    return qs.order_by(*ordering)
 
 
 def _iso(value: datetime | None) -> str | None:

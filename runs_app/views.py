@@ -11,7 +11,6 @@ from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
@@ -26,6 +25,7 @@ from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
+from runs_app.run_filters import run_filters_parse
 from runs_app.services import (
     RunServiceError,
     approval_decide,
@@ -135,41 +135,32 @@ def home_live(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    filters: dict[str, Any] = {}
-    status = request.GET.get("status", "")
-    if status in STATUSES:
-        filters["status"] = status
-    kind = request.GET.get("kind", "")
-    if kind in KINDS:
-        filters["kind"] = kind
-    agent = request.GET.get("agent", "").strip()
-    if agent:
-        filters["agent"] = agent
-    since_raw = request.GET.get("since", "").strip()
-    since = parse_datetime(since_raw) if since_raw else None
-    if since_raw and since is None:
-        try:
-            since = timezone.now() - timedelta(hours=float(since_raw.rstrip("h")))
-        except ValueError:
-            since = None
-    if since is not None:
-        if timezone.is_naive(since):
-            since = timezone.make_aware(since)
-        filters["since"] = since
-    page = Paginator(selectors.run_list(filters), 50).get_page(request.GET.get("page"))
+    filters, errors = run_filters_parse(request.GET)
+    runs = selectors.run_list(filters) if not errors else Run.objects.none()
+    page = Paginator(runs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    sort_query = query.copy()
+    sort_query.pop("sort", None)
     return render(
         request,
         "runs/run_list.html",
         {
             "page": page,
+            "errors": errors,
             "statuses": STATUSES,
             "kinds": KINDS,
+            "sorts": list(selectors.RUN_SORTS),
             "agents": list(Agent.objects.filter(enabled=True).values_list("alias", flat=True)),
-            "f": {"status": status, "kind": kind, "agent": agent, "since": since_raw},
+            "f": {
+                k: request.GET.get(k, "")
+                for k in ("status", "kind", "agent", "user", "since", "until", "q", "sort", "scope")
+            },
+            "roots": bool(filters.get("roots")),
             "query": query.urlencode(),
+            "sort_query": sort_query.urlencode(),
         },
+        status=400 if errors else 200,
     )
 
 
