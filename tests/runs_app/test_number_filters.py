@@ -28,7 +28,9 @@ from runs_app.templatetags.clawboard import duration, money, tokens
         ("junk", "$0.00"),
     ],
 )
-def test_money_shows_dollars_with_cents_and_four_decimals_only_under_a_cent(cents: object, shown: str) -> None:
+def test_money_shows_dollars_with_cents_and_four_decimals_only_under_a_cent(
+    cents: object, shown: str
+) -> None:
     assert money(cents) == shown
 
 
