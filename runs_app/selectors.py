@@ -12,21 +12,20 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import (
+    BooleanField,
     Case,
     Count,
     DurationField,
     ExpressionWrapper,
     F,
     IntegerField,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Value,
     When,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce, Left
+from django.db.models.functions import Left
 
 from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
 
@@ -86,11 +85,14 @@ def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
         return qs
     if connection.vendor == "sqlite":
         match = " ".join(f'"{t}"*' for t in terms)
+        # `+id`: the matches are looked up per row while the runs are read in the list's order,
+        # so a common word stops at the first page instead of sorting every match (bench/run_search.py).
         return qs.filter(
-            pk__in=RawSQL(
-                "SELECT k.run_id FROM runs_app_run_fts f JOIN runs_app_runsearchkey k ON k.id = f.rowid"
-                " WHERE runs_app_run_fts MATCH %s",
+            RawSQL(
+                '+"runs_app_run"."id" IN (SELECT k.run_id FROM runs_app_run_fts f'
+                " JOIN runs_app_runsearchkey k ON k.id = f.rowid WHERE runs_app_run_fts MATCH %s)",
                 [match],
+                output_field=BooleanField(),
             )
         )
     if connection.vendor == "postgresql":
@@ -109,8 +111,8 @@ def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
 def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
     """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root,
     since, until, user (a username), roots (top-level runs only), q (full-text search), sort
-    (a key of RUN_SORTS). Each run carries `duration` and `tokens`; with `roots`, also
-    `child_count` (every descendant)."""
+    (a key of RUN_SORTS). Each run carries `duration` and `tokens` (run_child_counts gives
+    a page's child counts)."""
     qs = Run.objects.select_related("created_by").annotate(
         duration=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
         tokens=F("input_tokens") + F("output_tokens"),
@@ -133,24 +135,34 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
     if until is not None:
         qs = qs.filter(created_at__lt=until)
     if filters.get("roots"):
-        descendants = (
-            Run.objects.filter(root_id=OuterRef("pk"))
-            .exclude(pk=OuterRef("pk"))
-            .order_by()
-            .values("root_id")
-            .annotate(n=Count("id"))
-            .values("n")
-        )
-        qs = qs.filter(parent__isnull=True).annotate(
-            child_count=Coalesce(Subquery(descendants, output_field=IntegerField()), Value(0))
-        )
+        qs = qs.filter(parent__isnull=True)
     if filters.get("q"):
         qs = run_search(qs, filters["q"])
     order = RUN_SORTS.get(filters.get("sort") or "-started", RUN_SORTS["-started"])
+    # Unfinished runs have no duration: last either way. The other columns are never NULL, and
+    # a NULLS LAST there would keep SQLite from reading created_at's index in order.
     ordering = [
-        F(o[1:]).desc(nulls_last=True) if o.startswith("-") else F(o).asc(nulls_last=True) for o in order
+        (F(o[1:]).desc(nulls_last=True) if o.startswith("-") else F(o).asc(nulls_last=True))
+        if o.lstrip("-") == "duration"
+        else o
+        for o in order
     ]
     return qs.order_by(*ordering)
+
+
+def run_child_counts(root_ids: Iterable[Any]) -> dict[Any, int]:
+    """How many runs each of these roots has under it (every descendant), in one query."""
+    ids = list(root_ids)
+    counts = (
+        Run.objects.filter(root_id__in=ids)
+        .exclude(pk__in=ids)
+        .order_by()
+        .values("root_id")
+        .annotate(n=Count("id"))
+        .values_list("root_id", "n")
+    )
+    found = dict(counts)
+    return {i: found.get(i, 0) for i in ids}
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -138,6 +138,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters, errors = run_filters_parse(request.GET)
     runs = selectors.run_list(filters) if not errors else Run.objects.none()
     page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    if filters.get("roots"):
+        counts = selectors.run_child_counts(r.pk for r in page)
+        for r in page:
+            r.child_count = counts[r.pk]  # type: ignore[attr-defined]
     query = request.GET.copy()
     query.pop("page", None)
     sort_query = query.copy()

@@ -50,6 +50,7 @@ KINDS = ("agents", "risk-profiles", "runtime-profiles", "providers")
 API: dict[str, dict[str, str]] = {
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
+    "api/redoc/": {"GET": PUBLIC},
     "api/v1/health/": {"GET": PUBLIC},
     "api/v1/agents/<str:alias>/roster/": {"GET": VIEWER},
     "api/v1/agents/<str:alias>/tools/": {"GET": VIEWER},
@@ -91,6 +92,7 @@ for _kind in KINDS:
     API[f"api/v1/{_kind}/<str:key>/"] = {"GET": VIEWER, "PUT": ADMIN, "PATCH": ADMIN, "DELETE": ADMIN}
 
 PAGES: dict[str, dict[str, str]] = {
+    "favicon.ico": {"GET": PUBLIC},
     "accounts/login/": {"GET": PUBLIC, "POST": PUBLIC},
     "accounts/logout/": {"POST": PUBLIC},
     "accounts/password_change/": {"GET": LOGIN, "POST": LOGIN},
