@@ -13,6 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.exceptions import NotFound, ValidationError
+
+from agents_app.api.errors import field_errors as api_field_errors
+from agents_app.api.policy_views import policy_check_run
 
 from agents_app.entries import (
     EntryNotFound,
@@ -314,36 +318,31 @@ def delegation_graph(snap: ConfigSnapshot) -> dict[str, Any]:
 def delegation_map(request: HttpRequest) -> HttpResponse:
     snap = config_snapshot_get()
     ctx: dict[str, Any] = {"graph": delegation_graph(snap), "agents": sorted(snap.agents)}
-    caller, target = request.GET.get("caller", ""), request.GET.get("target", "")
-    if caller in snap.agents and target:
-        ctx["check"] = _simulate(snap, request)
+    if request.GET.get("caller") or request.GET.get("target"):
+        ctx.update(_simulate(request.GET))
+    ctx["form"] = {k: request.GET.get(k, "") for k in ("caller", "target", "mode", "depth", "background")}
     return render(request, "agents/delegation_map.html", ctx)
 
 
-def _simulate(snap: ConfigSnapshot, request: HttpRequest) -> dict[str, Any]:
-    src = request.POST if request.method == "POST" else request.GET
-    mode = src.get("mode") or None
+def _simulate(src: Any) -> dict[str, Any]:
+    """The simulator's answer, validated by the very function of `POST /policy/check/`: its
+    result, or the messages REST would give (`<field>: <message>`, or the 404's detail). An
+    empty form field means the field is absent, as a JSON body would leave it out."""
+    data = {k: src.get(k) for k in ("caller", "target", "mode", "depth", "background") if src.get(k, "") != ""}
+    data.setdefault("caller", "")
+    data.setdefault("target", "")
     try:
-        depth = max(0, min(100, int(src.get("depth") or 0)))
-    except ValueError:
-        depth = 0
-    return policy_check(
-        snap,
-        caller=src.get("caller", ""),
-        target=src.get("target", "").strip(),
-        mode=mode if mode in ("bounded", "independent") else None,
-        depth=depth,
-        background=src.get("background") == "on",
-    )
+        return {"check": policy_check_run(data)}
+    except ValidationError as exc:
+        return {"sim_errors": [f"{e['field']}: {e['message']}" for e in api_field_errors(exc)]}
+    except NotFound as exc:
+        return {"sim_errors": [str(exc.detail)]}
 
 
 @viewer_required
 @require_POST
 def simulate(request: HttpRequest) -> HttpResponse:
-    snap = config_snapshot_get()
-    if request.POST.get("caller") not in snap.agents or not request.POST.get("target", "").strip():
-        return render(request, "agents/_simulation.html", {"missing": True})
-    return render(request, "agents/_simulation.html", {"check": _simulate(snap, request)})
+    return render(request, "agents/_simulation.html", _simulate(request.POST))
 
 
 # -- config import / export / revisions ------------------------------------------------------------
