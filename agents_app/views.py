@@ -17,7 +17,6 @@ from rest_framework.exceptions import NotFound, ValidationError
 
 from agents_app.api.errors import field_errors as api_field_errors
 from agents_app.api.policy_views import policy_check_run
-
 from agents_app.entries import (
     EntryNotFound,
     entry_create,
@@ -28,7 +27,7 @@ from agents_app.entries import (
     plan_update,
 )
 from agents_app.forms import AgentForm, ProviderForm, agent_initial, provider_initial
-from agents_app.policy_check import agent_tools, policy_check
+from agents_app.policy_check import agent_tools
 from agents_app.reachability import reachable
 from agents_app.representation import entry_to_json
 from agents_app.roles import has_role
@@ -147,6 +146,57 @@ def _agent_preview(snap: ConfigSnapshot, alias: str) -> dict[str, Any]:
     return {"tools": agent_tools(snap, alias), "roster": reachable(snap, alias)}
 
 
+def _add_config_errors(
+    form: forms.Form, kind: Kind, key: str | None, exc: ConfigValidationError, extra: dict[str, list[str]]
+) -> None:
+    """The §2.5 messages next to the fields they are about; a field that already shows its
+    own error keeps only that one."""
+    alias = form.cleaned_data.get("alias") if hasattr(form, "cleaned_data") else None
+    prefix = f"{kind.name}.{key or alias or form.data.get('alias', '')}"
+    by_field, general = field_errors(exc.errors, prefix)
+    for name, msgs in by_field.items():
+        if name in form.fields:
+            if name in form.errors:
+                continue
+            for m in msgs:
+                form.add_error(name, m)
+        else:  # e.g. delegates, edited as rows outside the form class
+            extra.setdefault(name, []).extend(msgs)
+    for m in general:
+        form.add_error(None, m)
+
+
+def _config_errors_of_valid_fields(
+    form: forms.Form, kind: Kind, snap: ConfigSnapshot, key: str | None
+) -> ConfigValidationError | None:
+    """The configuration errors of an invalid form: the entry as the form has it, each field
+    that failed its own check taken as stored (or as its default for a new entry), planned
+    without saving. None when that cannot be built (then the field errors stand alone)."""
+    stored = kind.initial(entry_to_json(getattr(snap, kind.name)[key])) if key else {}
+    valid_data = form.cleaned_data
+    cleaned = dict(valid_data)
+    form.cleaned_data = cleaned
+    try:
+        for name, field in form.fields.items():
+            if name in valid_data:
+                continue
+            cleaned[name] = field.clean(stored.get(name, field.initial))
+            if hasattr(form, f"clean_{name}"):  # as Form.full_clean runs it
+                cleaned[name] = getattr(form, f"clean_{name}")()
+        body = form.to_body()  # type: ignore[attr-defined]
+        if key is None:
+            plan_create(snap, kind=kind.name, body=body)
+        else:
+            plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
+    except ConfigValidationError as exc:
+        return exc
+    except (forms.ValidationError, EntryNotFound, KeyError, TypeError, ValueError):
+        return None
+    finally:
+        form.cleaned_data = valid_data
+    return None
+
+
 @viewer_required
 @require_http_methods(["GET", "POST"])
 def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> HttpResponse:
@@ -167,21 +217,16 @@ def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> 
                 else:
                     new_key, _ = entry_update(kind=kind.name, key=key, body=body, user=request.user)
             except ConfigValidationError as exc:
-                prefix = f"{kind.name}.{key or form.cleaned_data.get('alias', '')}"
-                by_field, general = field_errors(exc.errors, prefix)
-                for name, msgs in by_field.items():
-                    if name in form.fields:
-                        for m in msgs:
-                            form.add_error(name, m)
-                    else:  # e.g. delegates, edited as rows outside the form class
-                        extra_errors.setdefault(name, []).extend(msgs)
-                for m in general:
-                    form.add_error(None, m)
+                _add_config_errors(form, kind, key, exc, extra_errors)
             except EntryNotFound as exc:
                 raise Http404(str(exc)) from exc
             else:
                 messages.success(request, f"{kind.label} {new_key} saved.")
                 return redirect(f"/{kind.url}/{quote(new_key)}/")
+        else:  # one round: what the validator says about the fields that passed, too
+            config_error = _config_errors_of_valid_fields(form, kind, snap, key)
+            if config_error is not None:
+                _add_config_errors(form, kind, key, config_error, extra_errors)
         status = 400
     else:
         initial: dict[str, Any] = {}
@@ -210,6 +255,9 @@ def entry_preview(request: HttpRequest, kind_name: str, key: str | None = None) 
     ctx: dict[str, Any] = {"kind": kind, "errors": []}
     if not form.is_valid():
         ctx["errors"] = [m for msgs in form.errors.values() for m in msgs]
+        config_error = _config_errors_of_valid_fields(form, kind, snap, key)
+        if config_error is not None:
+            ctx["errors"] += [m for _, m in config_error.errors]
         return render(request, "agents/_preview.html", ctx)
     try:
         body = form.to_body()  # type: ignore[attr-defined]
@@ -328,7 +376,9 @@ def _simulate(src: Any) -> dict[str, Any]:
     """The simulator's answer, validated by the very function of `POST /policy/check/`: its
     result, or the messages REST would give (`<field>: <message>`, or the 404's detail). An
     empty form field means the field is absent, as a JSON body would leave it out."""
-    data = {k: src.get(k) for k in ("caller", "target", "mode", "depth", "background") if src.get(k, "") != ""}
+    data = {
+        k: src.get(k) for k in ("caller", "target", "mode", "depth", "background") if src.get(k, "") != ""
+    }
     data.setdefault("caller", "")
     data.setdefault("target", "")
     try:

@@ -113,7 +113,7 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
     since, until, user (a username), roots (top-level runs only), q (full-text search), sort
     (a key of RUN_SORTS). Each run carries `duration` and `tokens` (run_child_counts gives
     a page's child counts)."""
-    qs = Run.objects.select_related("created_by").annotate(
+    qs: QuerySet[Run] = Run.objects.select_related("created_by").annotate(
         duration=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
         tokens=F("input_tokens") + F("output_tokens"),
     )

@@ -59,7 +59,9 @@ def test_empty_optional_fields_mean_absent_as_in_rest(viewer: Client) -> None:
     response = viewer.post(
         "/delegation-map/simulate/", {"caller": "alpha", "target": "beta", "mode": "", "depth": ""}
     )
-    assert '<span class="badge status-completed">allowed</span> as <b>bounded</b>' in response.content.decode()
+    assert (
+        '<span class="badge status-completed">allowed</span> as <b>bounded</b>' in response.content.decode()
+    )
 
 
 def test_the_map_page_validates_its_query_string_too(viewer: Client) -> None:
