@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from runs_app import views
+from runs_app import schedule_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
@@ -22,4 +22,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path("tasks/", views.tasks_page, name="tasks-page"),
     path("tasks/live/", views.tasks_live, name="tasks-live"),
+    path("schedules/", schedule_views.schedules_page, name="schedules-page"),
+    path("schedules/preview/", schedule_views.schedule_preview, name="schedule-preview"),
+    path("schedules/<int:schedule_id>/enabled/", schedule_views.schedule_enabled, name="schedule-enabled"),
+    path("schedules/<int:schedule_id>/delete/", schedule_views.schedule_delete, name="schedule-delete"),
 ]

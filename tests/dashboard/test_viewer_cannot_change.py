@@ -82,6 +82,12 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
         (f"/runs/{runs.child.pk}/continue/", {"prompt": "and then?"}),
         (f"/approvals/{runs.approval.pk}/approve/", {}),
         (f"/approvals/{runs.approval.pk}/deny/", {"reason": "no"}),
+        (
+            "/schedules/",
+            {"name": "weekly", "agent": "alpha", "prompt": "go", "cron": "0 3 * * 1", "enabled": "on"},
+        ),
+        (f"/schedules/{runs.schedule.pk}/enabled/", {"enabled": "off"}),
+        (f"/schedules/{runs.schedule.pk}/delete/", {"confirm": "yes"}),
     ]
 
 
