@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--postgresql", default="", help="a server URL: run on a fresh database there")
+    parser.add_argument("--keep", action="store_true", help="leave the PostgreSQL database (its name is printed)")
     args = parser.parse_args()
     db_name = setup(args.postgresql or None)
     try:
@@ -171,7 +172,9 @@ def main() -> None:
             out.append([name, url, r["matches"], f"{r['ms']:.1f}", r["sql"]])
         print(table(["request", "url", "matches", "median ms", "SQL"], out))
     finally:
-        if db_name:
+        if db_name and args.keep:
+            print(f"kept database {db_name}")
+        elif db_name:
             from django.db import connections
 
             connections.close_all()

@@ -37,7 +37,9 @@ def _rows() -> list[dict[str, Any]]:
     return rows
 
 
-def _page(request: HttpRequest, *, form: dict[str, Any], errors: list[str], status: int = 200) -> HttpResponse:
+def _page(
+    request: HttpRequest, *, form: dict[str, Any], errors: list[str], status: int = 200
+) -> HttpResponse:
     return render(
         request,
         "runs/schedules.html",
@@ -45,7 +47,9 @@ def _page(request: HttpRequest, *, form: dict[str, Any], errors: list[str], stat
             "rows": _rows(),
             "form": form,
             "errors": errors,
-            "agents": list(Agent.objects.filter(enabled=True).order_by("alias").values_list("alias", flat=True)),
+            "agents": list(
+                Agent.objects.filter(enabled=True).order_by("alias").values_list("alias", flat=True)
+            ),
             "preview": _preview(form.get("cron", "")),
         },
         status=status,
@@ -92,7 +96,9 @@ def schedule_enabled(request: HttpRequest, schedule_id: int) -> HttpResponse:
         return HttpResponse("enabled must be on or off", status=400)
     serializer = ScheduleSerializer(schedule, data={"enabled": value == "on"}, partial=True)
     if not serializer.is_valid():
-        return HttpResponse("; ".join(f"{f}: {m}" for f, ms in serializer.errors.items() for m in ms), status=400)
+        return HttpResponse(
+            "; ".join(f"{f}: {m}" for f, ms in serializer.errors.items() for m in ms), status=400
+        )
     serializer.save()
     messages.success(request, f"Schedule {schedule.name} {'enabled' if value == 'on' else 'disabled'}.")
     return redirect("/schedules/")
