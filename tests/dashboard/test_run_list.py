@@ -203,3 +203,15 @@ def test_postgresql_searches_through_its_gin_index(config: None) -> None:
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "runs_app_run_search" in plan
+
+
+@pytest.mark.parametrize("collect", [0, 5000])
+def test_both_ways_of_reading_many_or_few_matches_agree(
+    viewer: Client, config: None, monkeypatch: pytest.MonkeyPatch, collect: int
+) -> None:
+    """PostgreSQL collects up to PG_COLLECT_MATCHES matches first and filters beyond that."""
+    monkeypatch.setattr(selectors, "PG_COLLECT_MATCHES", collect)
+    hits = [make_run("alpha", output=f"walrus number {i}") for i in range(3)]
+    make_run("alpha", output="no such animal")
+    assert rows(viewer.get("/runs/?q=walrus")) == [str(r.pk) for r in reversed(hits)]
+    assert rows(viewer.get("/runs/?q=walrus+number&sort=cost")) != []
