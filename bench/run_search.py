@@ -133,7 +133,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--postgresql", default="", help="a server URL: run on a fresh database there")
-    parser.add_argument("--keep", action="store_true", help="leave the PostgreSQL database (its name is printed)")
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the PostgreSQL database (its name is printed)"
+    )
     args = parser.parse_args()
     db_name = setup(args.postgresql or None)
     try:

@@ -412,7 +412,7 @@ def _chains(approvals: Sequence[Approval]) -> dict[str, list[dict[str, str]]]:
     roots = {a.run.root_id or a.run_id for a in approvals}
     by_id = {
         str(r["id"]): r
-        for r in Run.objects.filter(root_id__in=roots).values("id", "parent_id", "agent", "kind")
+        for r in Run.objects.filter(root_id__in=roots).values("id", "parent_id", "agent", "kind", "mode")
     }
     chains: dict[str, list[dict[str, str]]] = {}
     for a in approvals:
@@ -421,7 +421,14 @@ def _chains(approvals: Sequence[Approval]) -> dict[str, list[dict[str, str]]]:
         seen: set[str] = set()
         while current is not None and str(current["id"]) not in seen:
             seen.add(str(current["id"]))
-            chain.append({"run_id": str(current["id"]), "agent": current["agent"], "kind": current["kind"]})
+            chain.append(
+                {
+                    "run_id": str(current["id"]),
+                    "agent": current["agent"],
+                    "kind": current["kind"],
+                    "mode": current["mode"],
+                }
+            )
             parent = current["parent_id"]
             current = by_id.get(str(parent)) if parent else None
         chain.reverse()
@@ -442,6 +449,10 @@ def approval_json(
         "run_id": str(approval.run_id),
         "root_id": str(approval.run.root_id or approval.run_id),
         "agent": approval.run.agent,
+        # what tells two look-alike approvals apart: the run's task and when it was started
+        "prompt": approval.run.prompt,
+        "run_created_at": _iso(approval.run.created_at),
+        "run_started_at": _iso(approval.run.started_at),
         "tool": call.name,
         "arguments": call.arguments,
         "call_id": call.call_id,

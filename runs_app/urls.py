@@ -17,6 +17,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<uuid:run_id>/continue/", views.run_continue_view, name="run-continue-page"),
     path("approvals/", views.approvals_page, name="approvals-page"),
     path("approvals/live/", views.approvals_live, name="approvals-live"),
+    path("approvals/bulk/", views.approvals_bulk_view, name="approvals-bulk"),
     path(
         "approvals/<int:approval_id>/<str:decision>/", views.approval_decide_view, name="approval-decide-page"
     ),

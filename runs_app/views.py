@@ -399,6 +399,54 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
     return redirect(_safe_next(request, "/approvals/"))
 
 
+@operator_required
+@require_POST
+def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
+    """Approve or deny every selected approval with one reason. The selection is checked whole
+    first (nothing is decided when an id is unknown); then each is decided on its own, and what
+    could not be (its run finished, someone decided first) is reported by id."""
+    decision = request.POST.get("decision", "")
+    raw_ids = request.POST.getlist("ids")
+    problem = ""
+    approvals: list[Approval] = []
+    if decision not in ("approve", "deny"):
+        problem = "decision must be approve or deny"
+    elif not raw_ids:
+        problem = "Select at least one approval."
+    else:
+        for raw in dict.fromkeys(raw_ids):
+            approval = selectors.approval_get(raw)
+            if approval is None:
+                problem = f"No approval '{raw}'."
+                break
+            approvals.append(approval)
+    if problem:
+        return render(
+            request,
+            "runs/approvals.html",
+            {**_approvals_context(), "error": problem, "notice": ""},
+            status=400,
+        )
+    reason = request.POST.get("reason", "")
+    done: list[str] = []
+    failed: list[str] = []
+    for approval in approvals:
+        try:
+            approval_decide(
+                approval=approval, user=request.user, approve=decision == "approve", reason=reason
+            )
+            done.append(f"#{approval.pk}")
+        except RunServiceError as exc:
+            failed.append(f"#{approval.pk}: {exc.message}")
+    if done:
+        verb = "Approved" if decision == "approve" else "Denied"
+        noun = "approval" if len(done) == 1 else "approvals"
+        messages.success(request, f"{verb} {len(done)} {noun}: {', '.join(done)}.")
+    for line in failed:
+        messages.error(request, line)
+    return redirect("/approvals/")
+
+
 # -- background tasks ---------------------------------------------------------------------------
 
 

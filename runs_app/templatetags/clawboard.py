@@ -7,11 +7,12 @@ the runs list and on the home page (docs/decisions.md, "One format for numbers")
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django import template
+from django.utils.dateparse import parse_datetime
 
 register = template.Library()
 
@@ -73,6 +74,17 @@ def duration(seconds: Any) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m"
     return f"{minutes}m {secs_left:02d}s"
+
+
+@register.filter
+def when(value: Any) -> str:
+    """A moment (a datetime or its ISO text) as `2026-12-02 04:17:51` UTC; `` when unknown."""
+    moment = parse_datetime(value) if isinstance(value, str) else value
+    if not isinstance(moment, datetime):
+        return ""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 @register.filter

@@ -20,3 +20,18 @@ function formatDuration(s) {
   return `${sec}s`;
 }
 window.formatDuration = formatDuration;
+
+// Approvals inbox: the header checkbox ticks every pending approval for a bulk decision;
+// the count says how many a click will decide.
+document.addEventListener("change", (event) => {
+  const target = event.target;
+  if (!(target instanceof HTMLInputElement)) return;
+  if (target.id === "bulk-all") {
+    document.querySelectorAll("input.bulk-pick").forEach((box) => { box.checked = target.checked; });
+  }
+  if (target.id === "bulk-all" || target.classList.contains("bulk-pick")) {
+    const n = document.querySelectorAll("input.bulk-pick:checked").length;
+    const count = document.getElementById("bulk-count");
+    if (count) count.textContent = n ? `${n} selected:` : "Tick approvals below, then decide them together:";
+  }
+});

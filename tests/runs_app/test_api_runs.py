@@ -454,8 +454,8 @@ def test_approvals_list_pending_calls_with_their_chain_and_approve_resumes_the_r
     assert pending["arguments"] == {"path": "."}
     assert pending["run_id"] == str(child.pk)
     assert pending["chain"] == [
-        {"run_id": root["id"], "agent": "lister", "kind": "top_level"},
-        {"run_id": str(child.pk), "agent": "lister", "kind": "subagent"},
+        {"run_id": root["id"], "agent": "lister", "kind": "top_level", "mode": ""},
+        {"run_id": str(child.pk), "agent": "lister", "kind": "subagent", "mode": ""},
     ]
     assert viewer.post(f"/api/v1/approvals/{pending['id']}/approve/").status_code == 403
     decided = operator.post(f"/api/v1/approvals/{pending['id']}/approve/")

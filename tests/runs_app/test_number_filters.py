@@ -69,3 +69,13 @@ def test_the_filters_are_registered_for_templates() -> None:
         Context({"c": 0.5, "d": 0.25, "t": 12000})
     )
     assert out == "$0.0050 250 ms 12,000"
+
+
+def test_when_shows_a_moment_in_utc_to_the_second() -> None:
+    from datetime import UTC, datetime
+
+    from runs_app.templatetags.clawboard import when
+
+    assert when("2026-12-02T05:17:51.376706+01:00") == "2026-12-02 04:17:51"
+    assert when(datetime(2026, 12, 2, 4, 17, 51, tzinfo=UTC)) == "2026-12-02 04:17:51"
+    assert when(None) == "" and when("soon") == ""
