@@ -297,12 +297,19 @@ def entry_delete_view(request: HttpRequest, kind_name: str, key: str) -> HttpRes
     if kind.name == "agents":  # the plan lists the references scrubbed; say what goes first
         plan = [f"remove agents.{key}", *plan]
     errors = validate_snapshot(new)
+    refusal = ""
     if request.method == "POST" and not errors:
-        entry_delete(kind=kind.name, key=key, user=request.user)
-        messages.success(request, f"{kind.label} {key} deleted.")
-        return redirect(f"/{kind.url}/")
+        # The dry-run page is the confirmation: its form, and only it, says confirm=yes.
+        if request.POST.get("confirm") == "yes":
+            entry_delete(kind=kind.name, key=key, user=request.user)
+            messages.success(request, f"{kind.label} {key} deleted.")
+            return redirect(f"/{kind.url}/")
+        refusal = "Confirm the deletion on this page."
     return render(
-        request, "agents/entry_delete.html", {"kind": kind, "key": key, "plan": plan, "errors": errors}
+        request,
+        "agents/entry_delete.html",
+        {"kind": kind, "key": key, "plan": plan, "errors": errors, "refusal": refusal},
+        status=400 if refusal else 200,
     )
 
 
@@ -479,7 +486,49 @@ def config_revision(request: HttpRequest, pk: int) -> HttpResponse:
     rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
     if rev is None:
         raise Http404("No such revision")
-    return render(request, "agents/revision.html", {"rev": rev})
+    return render(request, "agents/revision.html", {"rev": rev, **_restore_plan(rev)})
+
+
+def _restore_plan(rev: Any) -> dict[str, Any]:
+    """What restoring `rev` would do to the configuration as it is now: the diff (current →
+    restored), the agents it adds, changes and removes, the other entries likewise, and
+    whether it may be offered at all (never for the newest revision, nor a no-op)."""
+    from agents_app.config_io import (
+        ConfigParseError,
+        ConfigShapeError,
+        diff_snapshots,
+        parse_toml,
+        summarize_diff,
+    )
+    from agents_app.models import ConfigRevision
+
+    newest = ConfigRevision.objects.order_by("-pk").values_list("pk", flat=True).first() == rev.pk
+    plan: dict[str, Any] = {"newest": newest, "restorable": False, "restore_error": ""}
+    try:
+        target = parse_toml(rev.toml).snapshot
+    except (ConfigParseError, ConfigShapeError) as exc:
+        plan["restore_error"] = f"Revision {rev.pk} cannot be read: {exc}"
+        return plan
+    current = config_snapshot_get()
+    agents: dict[str, list[str]] = {"add": [], "change": [], "remove": []}
+    entries: dict[str, list[str]] = {"add": [], "change": [], "remove": []}
+    verbs = {"+": "add", "-": "remove", "~": "change"}
+    for line in summarize_diff(current, target):
+        verb, path = verbs[line[0]], line[2:]
+        if path.startswith("agents."):
+            agents[verb].append(path.split(":", 1)[0].removeprefix("agents."))
+        else:
+            entries[verb].append(path.split(":", 1)[0])
+    diff = diff_snapshots(current, target)
+    plan.update(
+        {
+            "restore_diff": diff,
+            "agents_plan": agents,
+            "entries_plan": entries,
+            "restorable": bool(diff) and not newest,
+        }
+    )
+    return plan
 
 
 @admin_required
@@ -488,9 +537,17 @@ def config_revision_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
     from agents_app.models import ConfigRevision
     from agents_app.services import config_revision_restore
 
-    rev = ConfigRevision.objects.filter(pk=pk).first()
+    rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
     if rev is None:
         raise Http404("No such revision")
+    plan = _restore_plan(rev)
+    refusal = ""
+    if not plan["restorable"]:
+        refusal = plan["restore_error"] or f"Revision {pk} is the current configuration; restoring it changes nothing."
+    elif request.POST.get("confirm") != "yes":
+        refusal = "Tick the confirmation to restore this revision."
+    if refusal:
+        return render(request, "agents/revision.html", {"rev": rev, **plan, "refusal": refusal}, status=400)
     try:
         new = config_revision_restore(revision=rev, user=request.user)
     except ConfigValidationError as exc:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
@@ -283,10 +283,48 @@ def _back(request: HttpRequest, run: Run) -> HttpResponse:
     return redirect(_safe_next(request, f"/runs/{run.root_id or run.pk}/"))
 
 
+def _subtree_active(run: Run) -> list[dict[str, Any]]:
+    """The runs a cascade cancel of `run` would stop: it and its descendants still active."""
+    root = selectors.run_tree(run.root_id or run.pk)
+    stack = [root]
+    start = None
+    while stack:
+        node = stack.pop()
+        if node["id"] == str(run.pk):
+            start = node
+            break
+        stack.extend(node["children"])
+    if start is None:
+        return []
+    found, todo = [], [start]
+    while todo:
+        node = todo.pop(0)
+        if node["status"] not in TERMINAL_STATUSES:
+            found.append(node)
+        todo.extend(node["children"])
+    return found
+
+
 @operator_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """GET, or a POST without confirm=yes: what a cancel would stop, with the form that
+    confirms it (an htmx request is sent to that page). POST with confirm=yes: cancel."""
     run = _run_or_404(run_id)
+    if not can_control(request.user, run):
+        return HttpResponse("Only the run's creator or an admin may cancel it.", status=403)
+    next_url = _safe_next(request, "") if request.method == "POST" else request.GET.get("next", "")
+    if not (next_url.startswith("/") and url_has_allowed_host_and_scheme(next_url, allowed_hosts=None)):
+        next_url = ""
+    if request.method == "GET" or request.POST.get("confirm") != "yes":
+        if request.method == "POST" and request.htmx:  # type: ignore[attr-defined]
+            target = f"/runs/{run.pk}/cancel/" + (f"?next={next_url}" if next_url else "")
+            return HttpResponse(status=200, headers={"HX-Redirect": target})
+        return render(
+            request,
+            "runs/cancel_confirm.html",
+            {"run": run, "active": _subtree_active(run), "next": next_url},
+        )
     try:
         n = run_cancel(run=run, user=request.user)
     except RunServiceError as exc:

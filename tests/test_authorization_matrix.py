@@ -109,12 +109,13 @@ PAGES: dict[str, dict[str, str]] = {
     "runs/<uuid:run_id>/children/": {"GET": VIEWER},
     "runs/<uuid:run_id>/detail/": {"GET": VIEWER},
     "runs/<uuid:root_id>/nodes/": {"GET": VIEWER},
-    "runs/<uuid:run_id>/cancel/": {"POST": OPERATOR},
+    "runs/<uuid:run_id>/cancel/": {"GET": OPERATOR, "POST": OPERATOR},
     "runs/<uuid:run_id>/steer/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/resume/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/continue/": {"POST": OPERATOR},
     "approvals/": {"GET": VIEWER},
     "approvals/live/": {"GET": VIEWER},
+    "approvals/bulk/": {"POST": OPERATOR},
     "approvals/<int:approval_id>/<str:decision>/": {"POST": OPERATOR},
     "tasks/": {"GET": VIEWER},
     "tasks/live/": {"GET": VIEWER},
@@ -389,7 +390,7 @@ def test_session_authenticated_posts_need_a_csrf_token(world: World) -> None:
     api = client.post(f"/api/v1/runs/{world.root.pk}/cancel/")
     assert api.status_code == 403
     assert "CSRF" in api.json()["detail"]
-    page = client.post(f"/runs/{world.root.pk}/cancel/")
+    page = client.post(f"/runs/{world.root.pk}/cancel/", {"confirm": "yes"})
     assert page.status_code == 403
     assert Run.objects.get(pk=world.root.pk).status == Run.Status.WAITING
     # A token is not a session: no CSRF token is needed (or possible) with one.

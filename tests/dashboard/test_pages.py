@@ -169,5 +169,7 @@ def test_an_inline_approval_answers_in_place_without_a_later_flash(operator: Cli
 def test_forms_never_redirect_off_the_site(operator: Client, runs: Runs) -> None:
     response = operator.post(f"/approvals/{runs.approval.pk}/approve/", {"next": "https://evil.example/"})
     assert response["Location"] == "/approvals/"
-    response = client_as("admin").post(f"/runs/{runs.task.pk}/cancel/", {"next": "//evil.example/"})
+    response = client_as("admin").post(
+        f"/runs/{runs.task.pk}/cancel/", {"next": "//evil.example/", "confirm": "yes"}
+    )
     assert response["Location"] == f"/runs/{runs.root.pk}/"

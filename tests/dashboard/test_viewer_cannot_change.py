@@ -61,27 +61,28 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("/agents/new/", agent),
         ("/agents/alpha/", {**agent, "alias": "alpha"}),
-        ("/agents/beta/delete/", {}),
+        ("/agents/beta/delete/", {"confirm": "yes"}),
         ("/risk-profiles/new/", risk),
         ("/risk-profiles/solo/", {**risk, "alias": "solo"}),
-        ("/risk-profiles/spare/delete/", {}),
+        ("/risk-profiles/spare/delete/", {"confirm": "yes"}),
         ("/runtime-profiles/new/", runtime),
         ("/runtime-profiles/agentic/", {**runtime, "alias": "agentic"}),
-        ("/runtime-profiles/spare/delete/", {}),
+        ("/runtime-profiles/spare/delete/", {"confirm": "yes"}),
         ("/providers/new/", provider),
         ("/providers/scripted.demo/", {**provider, "alias": "demo"}),
-        ("/providers/scripted.spare/delete/", {}),
+        ("/providers/scripted.spare/delete/", {"confirm": "yes"}),
         ("/config/import/", {"toml": GOOD_TOML}),
         ("/config/import/preview/", {"toml": GOOD_TOML}),
-        (f"/config/revisions/{first.pk}/restore/", {}),
+        (f"/config/revisions/{first.pk}/restore/", {"confirm": "yes"}),
         ("/runs/start/", {"agent": "alpha", "prompt": "go"}),
-        (f"/runs/{runs.root.pk}/cancel/", {}),
-        (f"/runs/{runs.task.pk}/cancel/", {"next": "/tasks/"}),
+        (f"/runs/{runs.root.pk}/cancel/", {"confirm": "yes"}),
+        (f"/runs/{runs.task.pk}/cancel/", {"next": "/tasks/", "confirm": "yes"}),
         (f"/runs/{runs.root.pk}/steer/", {"message": "faster"}),
         (f"/runs/{runs.lost.pk}/resume/", {}),
         (f"/runs/{runs.child.pk}/continue/", {"prompt": "and then?"}),
         (f"/approvals/{runs.approval.pk}/approve/", {}),
         (f"/approvals/{runs.approval.pk}/deny/", {"reason": "no"}),
+        ("/approvals/bulk/", {"ids": [runs.approval.pk], "decision": "deny", "reason": "no"}),
         (
             "/schedules/",
             {"name": "weekly", "agent": "alpha", "prompt": "go", "cron": "0 3 * * 1", "enabled": "on"},
@@ -110,7 +111,7 @@ def read_only_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
 
 
 # second path segments that are words of the URL scheme, not entry keys
-FIXED = {"logout", "new", "preview", "start", "import", "revisions", "simulate", "live", "<id>", ""}
+FIXED = {"logout", "new", "preview", "start", "import", "revisions", "simulate", "live", "bulk", "<id>", ""}
 
 
 def _normalize(url: str) -> str:
