@@ -543,7 +543,10 @@ def config_revision_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
     plan = _restore_plan(rev)
     refusal = ""
     if not plan["restorable"]:
-        refusal = plan["restore_error"] or f"Revision {pk} is the current configuration; restoring it changes nothing."
+        refusal = (
+            plan["restore_error"]
+            or f"Revision {pk} is the current configuration; restoring it changes nothing."
+        )
     elif request.POST.get("confirm") != "yes":
         refusal = "Tick the confirmation to restore this revision."
     if refusal:

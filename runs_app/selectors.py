@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -462,3 +462,64 @@ def approval_json(
         "decided_at": _iso(approval.decided_at),
         "reason": approval.reason,
     }
+
+
+# The home page's charts: (name, length, bucket) of each window, in hours.
+USAGE_WINDOWS: tuple[tuple[str, int, int], ...] = (("24h", 24, 1), ("7d", 24 * 7, 6))
+UNKNOWN_MODEL = "(no model)"
+
+
+def usage_series(now: datetime | None = None) -> dict[str, Any]:
+    """Runs, tokens and cost (dollars) over time per agent and per model, for the last 24
+    hours (hourly) and 7 days (6-hourly): one query of hourly sums, folded here.
+
+    Each window: `t` (bucket starts, Unix seconds) and, for `agent` and `model`, a mapping
+    metric -> {name: [value per bucket]}. Every run of a tree counts (children spend too)."""
+    from django.db.models import Sum
+    from django.db.models.functions import TruncHour
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    longest = max(hours for _, hours, _ in USAGE_WINDOWS)
+    first_hour = hour - timedelta(hours=longest - 1)
+    rows = list(
+        Run.objects.filter(created_at__gte=first_hour)
+        .annotate(hour=TruncHour("created_at"))
+        .values("hour", "agent", "model")
+        .annotate(
+            runs=Count("id"),
+            input=Sum("input_tokens"),
+            output=Sum("output_tokens"),
+            cost=Sum("cost_cents"),
+        )
+        .order_by()
+    )
+    out: dict[str, Any] = {}
+    for name, hours, step in USAGE_WINDOWS:
+        n = hours // step
+        start = hour - timedelta(hours=step * (n - 1))
+        window: dict[str, Any] = {
+            "t": [int((start + timedelta(hours=step * i)).timestamp()) for i in range(n)],
+            "step_hours": step,
+        }
+        for group in ("agent", "model"):
+            series: dict[str, dict[str, list[float]]] = {"runs": {}, "tokens": {}, "cost": {}}
+            for r in rows:
+                if r["hour"] is None or r["hour"] < start:
+                    continue
+                i = min(n - 1, int((r["hour"] - start).total_seconds() // (3600 * step)))
+                key = r[group] or (UNKNOWN_MODEL if group == "model" else "")
+                for metric, value in (
+                    ("runs", r["runs"]),
+                    ("tokens", (r["input"] or 0) + (r["output"] or 0)),
+                    ("cost", (r["cost"] or 0.0) / 100),
+                ):
+                    values = series[metric].setdefault(key, [0] * n)
+                    values[i] += value
+            for metric in ("cost",):
+                for values in series[metric].values():
+                    values[:] = [round(v, 6) for v in values]
+            window[group] = {m: dict(sorted(s.items())) for m, s in series.items()}
+        out[name] = window
+    return out

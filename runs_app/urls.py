@@ -5,6 +5,7 @@ from runs_app import schedule_views, views
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
     path("home/live/", views.home_live, name="home-live"),
+    path("home/charts/", views.home_charts, name="home-charts"),
     path("runs/", views.run_list, name="runs-page"),
     path("runs/start/", views.run_start_view, name="run-start-page"),
     path("runs/<uuid:run_id>/", views.run_page, name="run-page"),

@@ -7,8 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Sum
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.html import format_html
@@ -81,24 +80,6 @@ def _gauges() -> list[dict[str, Any]]:
     return rows
 
 
-def _chart(since: timedelta) -> list[dict[str, Any]]:
-    rows = (
-        Run.objects.filter(created_at__gte=timezone.now() - since)
-        .values("agent")
-        .annotate(runs=Count("id"), tokens=Sum("input_tokens") + Sum("output_tokens"), cost=Sum("cost_cents"))
-        .order_by("agent")
-    )
-    data = [
-        {"agent": r["agent"], "runs": r["runs"], "tokens": r["tokens"] or 0, "cost": r["cost"] or 0.0}
-        for r in rows
-    ]
-    for key in ("runs", "tokens", "cost"):
-        top = max((d[key] for d in data), default=0) or 1
-        for d in data:
-            d[f"{key}_w"] = round(300 * d[key] / top, 1)
-    return data
-
-
 def _home_context() -> dict[str, Any]:
     day_ago = timezone.now() - timedelta(hours=24)
     return {
@@ -114,15 +95,19 @@ def _home_context() -> dict[str, Any]:
                 "-finished_at"
             )[:20]
         ),
-        "chart_day": _chart(timedelta(hours=24)),
-        "chart_week": _chart(timedelta(days=7)),
         "sandbox": sandbox.status(),
     }
 
 
 @viewer_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/home.html", _home_context())
+    return render(request, "runs/home.html", {**_home_context(), "usage": selectors.usage_series()})
+
+
+@viewer_required
+def home_charts(request: HttpRequest) -> HttpResponse:
+    """The home page's chart data (static/clawboard/charts.js reloads it every minute)."""
+    return JsonResponse(selectors.usage_series())
 
 
 @viewer_required

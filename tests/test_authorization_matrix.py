@@ -103,6 +103,7 @@ PAGES: dict[str, dict[str, str]] = {
     "accounts/reset/done/": {"GET": PUBLIC},
     "": {"GET": VIEWER},
     "home/live/": {"GET": VIEWER},
+    "home/charts/": {"GET": VIEWER},
     "runs/": {"GET": VIEWER},
     "runs/start/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/": {"GET": VIEWER},

@@ -16,6 +16,7 @@ def page_urls(runs: Runs) -> list[str]:
     return [
         "/",
         "/home/live/",
+        "/home/charts/",
         "/runs/",
         "/runs/?status=failed&kind=top_level&agent=loner&since=24h",
         f"/runs/{runs.root.pk}/",
@@ -141,10 +142,10 @@ def test_the_node_detail_offers_the_pending_approval_to_operators(runs: Runs) ->
 
 def test_home_lists_active_runs_approvals_gauges_failures_and_charts(viewer: Client, runs: Runs) -> None:
     body = text_of(viewer.get("/"))
-    for section in ("active-runs", "pending-approvals", "budget-gauges", "recent-failures", "charts-day"):
+    for section in ("active-runs", "pending-approvals", "budget-gauges", "recent-failures", "usage-charts"):
         assert f'id="{section}"' in body
     assert "Agent 'loner' failed: boom" in body
-    assert 'aria-label="runs per agent, 7 days"' in body
+    assert 'id="chart-cost"' in body  # drawn by uPlot: tests/dashboard/test_home_charts.py
 
 
 def test_the_tasks_page_lists_background_delegations(viewer: Client, runs: Runs) -> None:
