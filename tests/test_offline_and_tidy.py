@@ -25,6 +25,7 @@ def test_the_api_docs_are_served_from_static_files(db: None, url: str) -> None:
     body = response.content.decode()
     assert not re.search(r"https?://", body.replace("http://testserver", "")), "nothing from the internet"
     assert "@latest" not in body and "cdn" not in body.lower()
+    assert response["Content-Security-Policy"].startswith("default-src 'self';")
     scripts = [a for a in local_assets(body) if a.endswith(".js")]
     assert scripts, "the page loads its UI from /static/"
     for asset in local_assets(body):
