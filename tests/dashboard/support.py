@@ -234,6 +234,3 @@ class Runs:
         )
         self.failed = make_run("loner", Run.Status.FAILED, error="Agent 'loner' failed: boom")
         self.lost = make_run("beta", Run.Status.LOST, error="run lost: its worker stopped before it finished")
-        self.schedule = Schedule.objects.create(
-            name="nightly", agent="alpha", prompt="sum up", cron="0 2 * * *"
-        )

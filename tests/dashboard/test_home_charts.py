@@ -46,9 +46,9 @@ def test_the_home_page_draws_its_charts_with_the_vendored_uplot(viewer: Client) 
     for asset in scripts + re.findall(r'<link rel="stylesheet" href="(/static/[^"]+)"', body):
         assert finders.find(asset.removeprefix("/static/")), asset
     assert finders.find("vendor/uplot/LICENSE")
-    data = json.loads(
-        re.search(r'<script id="usage-data" type="application/json">(.*?)</script>', body, re.S).group(1)
-    )  # type: ignore[union-attr]
+    embedded = re.search(r'<script id="usage-data" type="application/json">(.*?)</script>', body, re.S)
+    assert embedded is not None
+    data = json.loads(embedded.group(1))
     assert data["24h"]["agent"]["runs"]["alpha"][-1] == 1
     for metric in ("runs", "tokens", "cost"):
         assert f'id="chart-{metric}"' in body

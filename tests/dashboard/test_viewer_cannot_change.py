@@ -13,6 +13,7 @@ from django.urls import URLPattern, URLResolver
 from agents_app import urls as agents_urls
 from agents_app.models import ConfigRevision
 from runs_app import urls as runs_urls
+from runs_app.models import Schedule
 from tests.dashboard.support import Runs, client_as, state
 from tests.dashboard.test_pages import page_urls
 
@@ -30,6 +31,9 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
     """Every dashboard URL that changes state, with a body that would succeed for an admin."""
     first = ConfigRevision.objects.order_by("pk").first()
     assert first is not None
+    schedule, _ = Schedule.objects.get_or_create(
+        name="nightly", defaults={"agent": "alpha", "prompt": "sum up", "cron": "0 2 * * *"}
+    )
     agent = {
         "alias": "alpha2",
         "model_provider": "scripted.demo",
@@ -87,8 +91,8 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
             "/schedules/",
             {"name": "weekly", "agent": "alpha", "prompt": "go", "cron": "0 3 * * 1", "enabled": "on"},
         ),
-        (f"/schedules/{runs.schedule.pk}/enabled/", {"enabled": "off"}),
-        (f"/schedules/{runs.schedule.pk}/delete/", {"confirm": "yes"}),
+        (f"/schedules/{schedule.pk}/enabled/", {"enabled": "off"}),
+        (f"/schedules/{schedule.pk}/delete/", {"confirm": "yes"}),
     ]
 
 
@@ -154,8 +158,9 @@ def test_every_dashboard_url_pattern_is_tried(runs: Runs) -> None:
 @pytest.mark.parametrize("who", ["viewer", "anonymous"])
 def test_a_viewer_cannot_change_anything_through_any_form(who: str, runs: Runs) -> None:
     client = client_as("viewer") if who == "viewer" else Client()
+    posts = mutating_posts(runs)  # (it makes the schedule they act on)
     before = state()
-    for url, data in mutating_posts(runs):
+    for url, data in posts:
         response = client.post(url, data)
         if who == "viewer":
             assert response.status_code == 403, (url, response.status_code)
