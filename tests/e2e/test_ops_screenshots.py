@@ -51,6 +51,10 @@ def test_screenshots_of_the_operator_console_pages(browse: Browse, server: Serve
         expect(page.locator("#chart-runs canvas")).to_have_count(1)
         shot(page, f"home-charts{suffix}")
 
+    dark = browse.new_page("vera", color_scheme="dark")
+    dark.goto("/delegation-map/?caller=coordinator&target=explorer")
+    shot(dark, "delegation-map-dark")
+
     page = browse.new_page("olga")
     page.goto("/runs/?since=yesterday&status=bogus")
     shot(page, "runs-refused-filter")
