@@ -12,12 +12,16 @@ document.addEventListener("DOMContentLoaded", () => {
   tick();
 });
 
+// The same format as the `duration` template filter (runs_app/templatetags/clawboard.py):
+// `42 ms`, `1.23 s`, `1m 05s`, `1h 02m`.
 function formatDuration(s) {
-  s = Math.max(0, Math.floor(s));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-  if (h) return `${h}h${m}m`;
-  if (m) return `${m}m${sec}s`;
-  return `${sec}s`;
+  s = Math.max(0, s);
+  if (s < 1) return `${Math.floor(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(2)} s`;
+  const whole = Math.floor(s);
+  const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
+  if (h) return `${h}h ${String(m).padStart(2, "0")}m`;
+  return `${m}m ${String(sec).padStart(2, "0")}s`;
 }
 window.formatDuration = formatDuration;
 
