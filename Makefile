@@ -3,16 +3,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# What serving needs only (`make run`); STAMP adds the `dev` extras (`make test` and the checks).
+RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots
 
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e .
+	touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP) bwrap
 
@@ -20,7 +27,7 @@ install: $(STAMP) bwrap
 bwrap:
 	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py demo
 	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)

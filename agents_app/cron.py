@@ -6,6 +6,7 @@ that never come due (`0 0 31 2 *`); a schedule saved with one would silently nev
 from __future__ import annotations
 
 import calendar
+from datetime import UTC, datetime
 
 from croniter import croniter
 
@@ -39,3 +40,12 @@ def cron_error(expr: str) -> str | None:
     day_text = ",".join(str(d) for d in days)
     month_text = ", ".join(calendar.month_name[m] for m in month_list)
     return f"cron expression {_quoted(expr)} never fires: day {day_text} does not occur in {month_text}"
+
+
+def cron_next(expr: str, *, start: datetime | None = None, count: int = 5) -> list[datetime]:
+    """The next `count` times `expr` fires after `start` (now), in UTC; [] when it is refused."""
+    if cron_error(expr) is not None:
+        return []
+    base = (start or datetime.now(UTC)).astimezone(UTC)
+    it = croniter(expr, base)
+    return [it.get_next(datetime).astimezone(UTC) for _ in range(count)]

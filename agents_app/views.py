@@ -13,7 +13,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.exceptions import NotFound, ValidationError
 
+from agents_app.api.errors import field_errors as api_field_errors
+from agents_app.api.policy_views import policy_check_run
 from agents_app.entries import (
     EntryNotFound,
     entry_create,
@@ -24,7 +27,7 @@ from agents_app.entries import (
     plan_update,
 )
 from agents_app.forms import AgentForm, ProviderForm, agent_initial, provider_initial
-from agents_app.policy_check import agent_tools, policy_check
+from agents_app.policy_check import agent_tools
 from agents_app.reachability import reachable
 from agents_app.representation import entry_to_json
 from agents_app.roles import has_role
@@ -143,6 +146,57 @@ def _agent_preview(snap: ConfigSnapshot, alias: str) -> dict[str, Any]:
     return {"tools": agent_tools(snap, alias), "roster": reachable(snap, alias)}
 
 
+def _add_config_errors(
+    form: forms.Form, kind: Kind, key: str | None, exc: ConfigValidationError, extra: dict[str, list[str]]
+) -> None:
+    """The §2.5 messages next to the fields they are about; a field that already shows its
+    own error keeps only that one."""
+    alias = form.cleaned_data.get("alias") if hasattr(form, "cleaned_data") else None
+    prefix = f"{kind.name}.{key or alias or form.data.get('alias', '')}"
+    by_field, general = field_errors(exc.errors, prefix)
+    for name, msgs in by_field.items():
+        if name in form.fields:
+            if name in form.errors:
+                continue
+            for m in msgs:
+                form.add_error(name, m)
+        else:  # e.g. delegates, edited as rows outside the form class
+            extra.setdefault(name, []).extend(msgs)
+    for m in general:
+        form.add_error(None, m)
+
+
+def _config_errors_of_valid_fields(
+    form: forms.Form, kind: Kind, snap: ConfigSnapshot, key: str | None
+) -> ConfigValidationError | None:
+    """The configuration errors of an invalid form: the entry as the form has it, each field
+    that failed its own check taken as stored (or as its default for a new entry), planned
+    without saving. None when that cannot be built (then the field errors stand alone)."""
+    stored = kind.initial(entry_to_json(getattr(snap, kind.name)[key])) if key else {}
+    valid_data = form.cleaned_data
+    cleaned = dict(valid_data)
+    form.cleaned_data = cleaned
+    try:
+        for name, field in form.fields.items():
+            if name in valid_data:
+                continue
+            cleaned[name] = field.clean(stored.get(name, field.initial))
+            if hasattr(form, f"clean_{name}"):  # as Form.full_clean runs it
+                cleaned[name] = getattr(form, f"clean_{name}")()
+        body = form.to_body()  # type: ignore[attr-defined]
+        if key is None:
+            plan_create(snap, kind=kind.name, body=body)
+        else:
+            plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
+    except ConfigValidationError as exc:
+        return exc
+    except (forms.ValidationError, EntryNotFound, KeyError, TypeError, ValueError):
+        return None
+    finally:
+        form.cleaned_data = valid_data
+    return None
+
+
 @viewer_required
 @require_http_methods(["GET", "POST"])
 def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> HttpResponse:
@@ -163,21 +217,16 @@ def entry_edit(request: HttpRequest, kind_name: str, key: str | None = None) -> 
                 else:
                     new_key, _ = entry_update(kind=kind.name, key=key, body=body, user=request.user)
             except ConfigValidationError as exc:
-                prefix = f"{kind.name}.{key or form.cleaned_data.get('alias', '')}"
-                by_field, general = field_errors(exc.errors, prefix)
-                for name, msgs in by_field.items():
-                    if name in form.fields:
-                        for m in msgs:
-                            form.add_error(name, m)
-                    else:  # e.g. delegates, edited as rows outside the form class
-                        extra_errors.setdefault(name, []).extend(msgs)
-                for m in general:
-                    form.add_error(None, m)
+                _add_config_errors(form, kind, key, exc, extra_errors)
             except EntryNotFound as exc:
                 raise Http404(str(exc)) from exc
             else:
                 messages.success(request, f"{kind.label} {new_key} saved.")
                 return redirect(f"/{kind.url}/{quote(new_key)}/")
+        else:  # one round: what the validator says about the fields that passed, too
+            config_error = _config_errors_of_valid_fields(form, kind, snap, key)
+            if config_error is not None:
+                _add_config_errors(form, kind, key, config_error, extra_errors)
         status = 400
     else:
         initial: dict[str, Any] = {}
@@ -206,6 +255,9 @@ def entry_preview(request: HttpRequest, kind_name: str, key: str | None = None) 
     ctx: dict[str, Any] = {"kind": kind, "errors": []}
     if not form.is_valid():
         ctx["errors"] = [m for msgs in form.errors.values() for m in msgs]
+        config_error = _config_errors_of_valid_fields(form, kind, snap, key)
+        if config_error is not None:
+            ctx["errors"] += [m for _, m in config_error.errors]
         return render(request, "agents/_preview.html", ctx)
     try:
         body = form.to_body()  # type: ignore[attr-defined]
@@ -245,12 +297,19 @@ def entry_delete_view(request: HttpRequest, kind_name: str, key: str) -> HttpRes
     if kind.name == "agents":  # the plan lists the references scrubbed; say what goes first
         plan = [f"remove agents.{key}", *plan]
     errors = validate_snapshot(new)
+    refusal = ""
     if request.method == "POST" and not errors:
-        entry_delete(kind=kind.name, key=key, user=request.user)
-        messages.success(request, f"{kind.label} {key} deleted.")
-        return redirect(f"/{kind.url}/")
+        # The dry-run page is the confirmation: its form, and only it, says confirm=yes.
+        if request.POST.get("confirm") == "yes":
+            entry_delete(kind=kind.name, key=key, user=request.user)
+            messages.success(request, f"{kind.label} {key} deleted.")
+            return redirect(f"/{kind.url}/")
+        refusal = "Confirm the deletion on this page."
     return render(
-        request, "agents/entry_delete.html", {"kind": kind, "key": key, "plan": plan, "errors": errors}
+        request,
+        "agents/entry_delete.html",
+        {"kind": kind, "key": key, "plan": plan, "errors": errors, "refusal": refusal},
+        status=400 if refusal else 200,
     )
 
 
@@ -314,36 +373,33 @@ def delegation_graph(snap: ConfigSnapshot) -> dict[str, Any]:
 def delegation_map(request: HttpRequest) -> HttpResponse:
     snap = config_snapshot_get()
     ctx: dict[str, Any] = {"graph": delegation_graph(snap), "agents": sorted(snap.agents)}
-    caller, target = request.GET.get("caller", ""), request.GET.get("target", "")
-    if caller in snap.agents and target:
-        ctx["check"] = _simulate(snap, request)
+    if request.GET.get("caller") or request.GET.get("target"):
+        ctx.update(_simulate(request.GET))
+    ctx["form"] = {k: request.GET.get(k, "") for k in ("caller", "target", "mode", "depth", "background")}
     return render(request, "agents/delegation_map.html", ctx)
 
 
-def _simulate(snap: ConfigSnapshot, request: HttpRequest) -> dict[str, Any]:
-    src = request.POST if request.method == "POST" else request.GET
-    mode = src.get("mode") or None
+def _simulate(src: Any) -> dict[str, Any]:
+    """The simulator's answer, validated by the very function of `POST /policy/check/`: its
+    result, or the messages REST would give (`<field>: <message>`, or the 404's detail). An
+    empty form field means the field is absent, as a JSON body would leave it out."""
+    data = {
+        k: src.get(k) for k in ("caller", "target", "mode", "depth", "background") if src.get(k, "") != ""
+    }
+    data.setdefault("caller", "")
+    data.setdefault("target", "")
     try:
-        depth = max(0, min(100, int(src.get("depth") or 0)))
-    except ValueError:
-        depth = 0
-    return policy_check(
-        snap,
-        caller=src.get("caller", ""),
-        target=src.get("target", "").strip(),
-        mode=mode if mode in ("bounded", "independent") else None,
-        depth=depth,
-        background=src.get("background") == "on",
-    )
+        return {"check": policy_check_run(data)}
+    except ValidationError as exc:
+        return {"sim_errors": [f"{e['field']}: {e['message']}" for e in api_field_errors(exc)]}
+    except NotFound as exc:
+        return {"sim_errors": [str(exc.detail)]}
 
 
 @viewer_required
 @require_POST
 def simulate(request: HttpRequest) -> HttpResponse:
-    snap = config_snapshot_get()
-    if request.POST.get("caller") not in snap.agents or not request.POST.get("target", "").strip():
-        return render(request, "agents/_simulation.html", {"missing": True})
-    return render(request, "agents/_simulation.html", {"check": _simulate(snap, request)})
+    return render(request, "agents/_simulation.html", _simulate(request.POST))
 
 
 # -- config import / export / revisions ------------------------------------------------------------
@@ -430,7 +486,49 @@ def config_revision(request: HttpRequest, pk: int) -> HttpResponse:
     rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
     if rev is None:
         raise Http404("No such revision")
-    return render(request, "agents/revision.html", {"rev": rev})
+    return render(request, "agents/revision.html", {"rev": rev, **_restore_plan(rev)})
+
+
+def _restore_plan(rev: Any) -> dict[str, Any]:
+    """What restoring `rev` would do to the configuration as it is now: the diff (current →
+    restored), the agents it adds, changes and removes, the other entries likewise, and
+    whether it may be offered at all (never for the newest revision, nor a no-op)."""
+    from agents_app.config_io import (
+        ConfigParseError,
+        ConfigShapeError,
+        diff_snapshots,
+        parse_toml,
+        summarize_diff,
+    )
+    from agents_app.models import ConfigRevision
+
+    newest = ConfigRevision.objects.order_by("-pk").values_list("pk", flat=True).first() == rev.pk
+    plan: dict[str, Any] = {"newest": newest, "restorable": False, "restore_error": ""}
+    try:
+        target = parse_toml(rev.toml).snapshot
+    except (ConfigParseError, ConfigShapeError) as exc:
+        plan["restore_error"] = f"Revision {rev.pk} cannot be read: {exc}"
+        return plan
+    current = config_snapshot_get()
+    agents: dict[str, list[str]] = {"add": [], "change": [], "remove": []}
+    entries: dict[str, list[str]] = {"add": [], "change": [], "remove": []}
+    verbs = {"+": "add", "-": "remove", "~": "change"}
+    for line in summarize_diff(current, target):
+        verb, path = verbs[line[0]], line[2:]
+        if path.startswith("agents."):
+            agents[verb].append(path.split(":", 1)[0].removeprefix("agents."))
+        else:
+            entries[verb].append(path.split(":", 1)[0])
+    diff = diff_snapshots(current, target)
+    plan.update(
+        {
+            "restore_diff": diff,
+            "agents_plan": agents,
+            "entries_plan": entries,
+            "restorable": bool(diff) and not newest,
+        }
+    )
+    return plan
 
 
 @admin_required
@@ -439,9 +537,20 @@ def config_revision_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
     from agents_app.models import ConfigRevision
     from agents_app.services import config_revision_restore
 
-    rev = ConfigRevision.objects.filter(pk=pk).first()
+    rev = ConfigRevision.objects.filter(pk=pk).select_related("created_by").first()
     if rev is None:
         raise Http404("No such revision")
+    plan = _restore_plan(rev)
+    refusal = ""
+    if not plan["restorable"]:
+        refusal = (
+            plan["restore_error"]
+            or f"Revision {pk} is the current configuration; restoring it changes nothing."
+        )
+    elif request.POST.get("confirm") != "yes":
+        refusal = "Tick the confirmation to restore this revision."
+    if refusal:
+        return render(request, "agents/revision.html", {"rev": rev, **plan, "refusal": refusal}, status=400)
     try:
         new = config_revision_restore(revision=rev, user=request.user)
     except ConfigValidationError as exc:

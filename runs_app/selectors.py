@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import gc
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 
@@ -36,9 +51,93 @@ def run_get(run_id: Any) -> Run | None:
     return Run.objects.select_related("created_by").filter(pk=pk).first()
 
 
+# What `sort` accepts, and the column(s) each orders by (newest first by default).
+RUN_SORTS: dict[str, tuple[str, ...]] = {
+    "started": ("created_at", "id"),
+    "-started": ("-created_at", "-id"),
+    "duration": ("duration", "-created_at"),
+    "-duration": ("-duration", "-created_at"),
+    "cost": ("cost_cents", "-created_at"),
+    "-cost": ("-cost_cents", "-created_at"),
+    "tokens": ("tokens", "-created_at"),
+    "-tokens": ("-tokens", "-created_at"),
+}
+
+# Must stay the expression of the GIN index of migration runs_app 0002, or PostgreSQL never uses it.
+PG_SEARCH_VECTOR = (
+    "to_tsvector('simple'::regconfig, left(prompt, 100000) || ' ' || left(output, 100000)"
+    " || ' ' || left(error, 100000))"
+)
+# Up to this many matches, PostgreSQL collects the matching runs before ordering the list.
+PG_COLLECT_MATCHES = 5000
+SEARCH_MAX_TERMS = 16
+SEARCH_MAX_TERM_CHARS = 100
+
+
+def search_terms(text: str) -> list[str]:
+    """The words of a search box, as both full-text engines cut them: runs of letters and
+    digits (punctuation and operators are never syntax), lowercased, at most 16."""
+    words = [w.lower()[:SEARCH_MAX_TERM_CHARS] for w in re.findall(r"[^\W_]+", text)]
+    return list(dict.fromkeys(words))[:SEARCH_MAX_TERMS]
+
+
+def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
+    """The runs of `qs` whose prompt, output or error holds every word of `text`, each word
+    also as a prefix ("zeppelin" finds "Zeppelins"). SQLite FTS5 in embedded mode, PostgreSQL
+    full-text search in scale-out (migration runs_app 0002; there one query runs at once, to
+    count the matches); `text` without words: `qs`."""
+    terms = search_terms(text)
+    if not terms:
+        return qs
+    if connection.vendor == "sqlite":
+        match = " ".join(f'"{t}"*' for t in terms)
+        # `+id`: the matches are looked up per row while the runs are read in the list's order,
+        # so a common word stops at the first page instead of sorting every match (bench/run_search.py).
+        return qs.filter(
+            RawSQL(
+                '+"runs_app_run"."id" IN (SELECT k.run_id FROM runs_app_run_fts f'
+                " JOIN runs_app_runsearchkey k ON k.id = f.rowid WHERE runs_app_run_fts MATCH %s)",
+                [match],
+                output_field=BooleanField(),
+            )
+        )
+    if connection.vendor == "postgresql":
+        tsquery = " & ".join(f"{t}:*" for t in terms)
+        matches = f"{PG_SEARCH_VECTOR} @@ to_tsquery('simple'::regconfig, %s)"
+        # PostgreSQL cannot estimate how many runs a prefix query matches: it guesses 2% and
+        # then reads every run through created_at's index for a rare word (seconds at 100,000
+        # runs). So ask the GIN index first (milliseconds): few matches are collected before
+        # the list is ordered, many are filtered while the runs are read in order.
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM runs_app_run WHERE {matches}", [tsquery])
+            row = cursor.fetchone()
+        if row is not None and row[0] <= PG_COLLECT_MATCHES:
+            return qs.filter(
+                RawSQL(
+                    f'"runs_app_run"."id" IN (WITH m AS MATERIALIZED (SELECT id FROM runs_app_run WHERE {matches})'
+                    " SELECT id FROM m)",
+                    [tsquery],
+                    output_field=BooleanField(),
+                )
+            )
+        qualified = matches
+        for column in ("prompt", "output", "error"):  # the same expression, on the listed row
+            qualified = qualified.replace(f"left({column},", f'left("runs_app_run"."{column}",')
+        return qs.filter(RawSQL(qualified, [tsquery], output_field=BooleanField()))
+    for t in terms:  # another database: slower, same answers
+        qs = qs.filter(Q(prompt__icontains=t) | Q(output__icontains=t) | Q(error__icontains=t))
+    return qs
+
+
 def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
-    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root, since."""
-    qs = Run.objects.select_related("created_by").order_by("-created_at", "-id")
+    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root,
+    since, until, user (a username), roots (top-level runs only), q (full-text search), sort
+    (a key of RUN_SORTS). Each run carries `duration` and `tokens` (run_child_counts gives
+    a page's child counts)."""
+    qs: QuerySet[Run] = Run.objects.select_related("created_by").annotate(
+        duration=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
+        tokens=F("input_tokens") + F("output_tokens"),
+    )
     status = filters.get("status")
     if status:
         qs = qs.filter(status__in=[status] if isinstance(status, str) else list(status))
@@ -48,10 +147,43 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
         qs = qs.filter(kind=filters["kind"])
     if filters.get("root"):
         qs = qs.filter(root_id=filters["root"])
+    if filters.get("user"):
+        qs = qs.filter(created_by__username=filters["user"])
     since: datetime | None = filters.get("since")
     if since is not None:
         qs = qs.filter(created_at__gte=since)
-    return qs
+    until: datetime | None = filters.get("until")
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
+    if filters.get("roots"):
+        qs = qs.filter(parent__isnull=True)
+    if filters.get("q"):
+        qs = run_search(qs, filters["q"])
+    order = RUN_SORTS.get(filters.get("sort") or "-started", RUN_SORTS["-started"])
+    # Unfinished runs have no duration: last either way. The other columns are never NULL, and
+    # a NULLS LAST there would keep SQLite from reading created_at's index in order.
+    ordering = [
+        (F(o[1:]).desc(nulls_last=True) if o.startswith("-") else F(o).asc(nulls_last=True))
+        if o.lstrip("-") == "duration"
+        else o
+        for o in order
+    ]
+    return qs.order_by(*ordering)
+
+
+def run_child_counts(root_ids: Iterable[Any]) -> dict[Any, int]:
+    """How many runs each of these roots has under it (every descendant), in one query."""
+    ids = list(root_ids)
+    counts = (
+        Run.objects.filter(root_id__in=ids)
+        .exclude(pk__in=ids)
+        .order_by()
+        .values("root_id")
+        .annotate(n=Count("id"))
+        .values_list("root_id", "n")
+    )
+    found = dict(counts)
+    return {i: found.get(i, 0) for i in ids}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -283,7 +415,7 @@ def _chains(approvals: Sequence[Approval]) -> dict[str, list[dict[str, str]]]:
     roots = {a.run.root_id or a.run_id for a in approvals}
     by_id = {
         str(r["id"]): r
-        for r in Run.objects.filter(root_id__in=roots).values("id", "parent_id", "agent", "kind")
+        for r in Run.objects.filter(root_id__in=roots).values("id", "parent_id", "agent", "kind", "mode")
     }
     chains: dict[str, list[dict[str, str]]] = {}
     for a in approvals:
@@ -292,7 +424,14 @@ def _chains(approvals: Sequence[Approval]) -> dict[str, list[dict[str, str]]]:
         seen: set[str] = set()
         while current is not None and str(current["id"]) not in seen:
             seen.add(str(current["id"]))
-            chain.append({"run_id": str(current["id"]), "agent": current["agent"], "kind": current["kind"]})
+            chain.append(
+                {
+                    "run_id": str(current["id"]),
+                    "agent": current["agent"],
+                    "kind": current["kind"],
+                    "mode": current["mode"],
+                }
+            )
             parent = current["parent_id"]
             current = by_id.get(str(parent)) if parent else None
         chain.reverse()
@@ -313,6 +452,10 @@ def approval_json(
         "run_id": str(approval.run_id),
         "root_id": str(approval.run.root_id or approval.run_id),
         "agent": approval.run.agent,
+        # what tells two look-alike approvals apart: the run's task and when it was started
+        "prompt": approval.run.prompt,
+        "run_created_at": _iso(approval.run.created_at),
+        "run_started_at": _iso(approval.run.started_at),
         "tool": call.name,
         "arguments": call.arguments,
         "call_id": call.call_id,
@@ -489,3 +632,64 @@ def run_permissions(run: Run) -> dict[str, Any]:
         },
         "workspace": run.workspace,
     }
+
+
+# The home page's charts: (name, length, bucket) of each window, in hours.
+USAGE_WINDOWS: tuple[tuple[str, int, int], ...] = (("24h", 24, 1), ("7d", 24 * 7, 6))
+UNKNOWN_MODEL = "(no model)"
+
+
+def usage_series(now: datetime | None = None) -> dict[str, Any]:
+    """Runs, tokens and cost (dollars) over time per agent and per model, for the last 24
+    hours (hourly) and 7 days (6-hourly): one query of hourly sums, folded here.
+
+    Each window: `t` (bucket starts, Unix seconds) and, for `agent` and `model`, a mapping
+    metric -> {name: [value per bucket]}. Every run of a tree counts (children spend too)."""
+    from django.db.models import Sum
+    from django.db.models.functions import TruncHour
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    longest = max(hours for _, hours, _ in USAGE_WINDOWS)
+    first_hour = hour - timedelta(hours=longest - 1)
+    rows = list(
+        Run.objects.filter(created_at__gte=first_hour)
+        .annotate(hour=TruncHour("created_at"))
+        .values("hour", "agent", "model")
+        .annotate(
+            runs=Count("id"),
+            input=Sum("input_tokens"),
+            output=Sum("output_tokens"),
+            cost=Sum("cost_cents"),
+        )
+        .order_by()
+    )
+    out: dict[str, Any] = {}
+    for name, hours, step in USAGE_WINDOWS:
+        n = hours // step
+        start = hour - timedelta(hours=step * (n - 1))
+        window: dict[str, Any] = {
+            "t": [int((start + timedelta(hours=step * i)).timestamp()) for i in range(n)],
+            "step_hours": step,
+        }
+        for group in ("agent", "model"):
+            series: dict[str, dict[str, list[float]]] = {"runs": {}, "tokens": {}, "cost": {}}
+            for r in rows:
+                if r["hour"] is None or r["hour"] < start:
+                    continue
+                i = min(n - 1, int((r["hour"] - start).total_seconds() // (3600 * step)))
+                key = r[group] or (UNKNOWN_MODEL if group == "model" else "")
+                for metric, value in (
+                    ("runs", r["runs"]),
+                    ("tokens", (r["input"] or 0) + (r["output"] or 0)),
+                    ("cost", (r["cost"] or 0.0) / 100),
+                ):
+                    values = series[metric].setdefault(key, [0] * n)
+                    values[i] += value
+            for metric in ("cost",):
+                for values in series[metric].values():
+                    values[:] = [round(v, 6) for v in values]
+            window[group] = {m: dict(sorted(s.items())) for m, s in series.items()}
+        out[name] = window
+    return out

@@ -1,10 +1,11 @@
 from django.urls import URLPattern, URLResolver, path
 
-from runs_app import views
+from runs_app import schedule_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
     path("home/live/", views.home_live, name="home-live"),
+    path("home/charts/", views.home_charts, name="home-charts"),
     path("runs/", views.run_list, name="runs-page"),
     path("runs/start/", views.run_start_view, name="run-start-page"),
     path("runs/<uuid:run_id>/", views.run_page, name="run-page"),
@@ -18,9 +19,14 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<uuid:run_id>/continue/", views.run_continue_view, name="run-continue-page"),
     path("approvals/", views.approvals_page, name="approvals-page"),
     path("approvals/live/", views.approvals_live, name="approvals-live"),
+    path("approvals/bulk/", views.approvals_bulk_view, name="approvals-bulk"),
     path(
         "approvals/<int:approval_id>/<str:decision>/", views.approval_decide_view, name="approval-decide-page"
     ),
     path("tasks/", views.tasks_page, name="tasks-page"),
     path("tasks/live/", views.tasks_live, name="tasks-live"),
+    path("schedules/", schedule_views.schedules_page, name="schedules-page"),
+    path("schedules/preview/", schedule_views.schedule_preview, name="schedule-preview"),
+    path("schedules/<int:schedule_id>/enabled/", schedule_views.schedule_enabled, name="schedule-enabled"),
+    path("schedules/<int:schedule_id>/delete/", schedule_views.schedule_delete, name="schedule-delete"),
 ]

@@ -9,15 +9,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Sum
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
@@ -29,6 +27,7 @@ from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
 from runs_app.events import event_json
 from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
+from runs_app.run_filters import run_filters_parse
 from runs_app.services import (
     RunServiceError,
     approval_decide,
@@ -85,24 +84,6 @@ def _gauges() -> list[dict[str, Any]]:
     return rows
 
 
-def _chart(since: timedelta) -> list[dict[str, Any]]:
-    rows = (
-        Run.objects.filter(created_at__gte=timezone.now() - since)
-        .values("agent")
-        .annotate(runs=Count("id"), tokens=Sum("input_tokens") + Sum("output_tokens"), cost=Sum("cost_cents"))
-        .order_by("agent")
-    )
-    data = [
-        {"agent": r["agent"], "runs": r["runs"], "tokens": r["tokens"] or 0, "cost": r["cost"] or 0.0}
-        for r in rows
-    ]
-    for key in ("runs", "tokens", "cost"):
-        top = max((d[key] for d in data), default=0) or 1
-        for d in data:
-            d[f"{key}_w"] = round(300 * d[key] / top, 1)
-    return data
-
-
 def _home_context() -> dict[str, Any]:
     day_ago = timezone.now() - timedelta(hours=24)
     return {
@@ -118,15 +99,19 @@ def _home_context() -> dict[str, Any]:
                 "-finished_at"
             )[:20]
         ),
-        "chart_day": _chart(timedelta(hours=24)),
-        "chart_week": _chart(timedelta(days=7)),
         "sandbox": sandbox.status(),
     }
 
 
 @viewer_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "runs/home.html", _home_context())
+    return render(request, "runs/home.html", {**_home_context(), "usage": selectors.usage_series()})
+
+
+@viewer_required
+def home_charts(request: HttpRequest) -> HttpResponse:
+    """The home page's chart data (static/clawboard/charts.js reloads it every minute)."""
+    return JsonResponse(selectors.usage_series())
 
 
 @viewer_required
@@ -139,41 +124,36 @@ def home_live(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    filters: dict[str, Any] = {}
-    status = request.GET.get("status", "")
-    if status in STATUSES:
-        filters["status"] = status
-    kind = request.GET.get("kind", "")
-    if kind in KINDS:
-        filters["kind"] = kind
-    agent = request.GET.get("agent", "").strip()
-    if agent:
-        filters["agent"] = agent
-    since_raw = request.GET.get("since", "").strip()
-    since = parse_datetime(since_raw) if since_raw else None
-    if since_raw and since is None:
-        try:
-            since = timezone.now() - timedelta(hours=float(since_raw.rstrip("h")))
-        except ValueError:
-            since = None
-    if since is not None:
-        if timezone.is_naive(since):
-            since = timezone.make_aware(since)
-        filters["since"] = since
-    page = Paginator(selectors.run_list(filters), 50).get_page(request.GET.get("page"))
+    filters, errors = run_filters_parse(request.GET)
+    runs = selectors.run_list(filters) if not errors else Run.objects.none()
+    page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    if filters.get("roots"):
+        counts = selectors.run_child_counts(r.pk for r in page)
+        for r in page:
+            r.child_count = counts[r.pk]  # type: ignore[attr-defined]
     query = request.GET.copy()
     query.pop("page", None)
+    sort_query = query.copy()
+    sort_query.pop("sort", None)
     return render(
         request,
         "runs/run_list.html",
         {
             "page": page,
+            "errors": errors,
             "statuses": STATUSES,
             "kinds": KINDS,
+            "sorts": list(selectors.RUN_SORTS),
             "agents": list(Agent.objects.filter(enabled=True).values_list("alias", flat=True)),
-            "f": {"status": status, "kind": kind, "agent": agent, "since": since_raw},
+            "f": {
+                k: request.GET.get(k, "")
+                for k in ("status", "kind", "agent", "user", "since", "until", "q", "sort", "scope")
+            },
+            "roots": bool(filters.get("roots")),
             "query": query.urlencode(),
+            "sort_query": sort_query.urlencode(),
         },
+        status=400 if errors else 200,
     )
 
 
@@ -401,10 +381,48 @@ def _back(request: HttpRequest, run: Run) -> HttpResponse:
     return redirect(_safe_next(request, f"/runs/{run.root_id or run.pk}/"))
 
 
+def _subtree_active(run: Run) -> list[dict[str, Any]]:
+    """The runs a cascade cancel of `run` would stop: it and its descendants still active."""
+    root = selectors.run_tree(run.root_id or run.pk)
+    stack = [root]
+    start = None
+    while stack:
+        node = stack.pop()
+        if node["id"] == str(run.pk):
+            start = node
+            break
+        stack.extend(node["children"])
+    if start is None:
+        return []
+    found, todo = [], [start]
+    while todo:
+        node = todo.pop(0)
+        if node["status"] not in TERMINAL_STATUSES:
+            found.append(node)
+        todo.extend(node["children"])
+    return found
+
+
 @operator_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """GET, or a POST without confirm=yes: what a cancel would stop, with the form that
+    confirms it (an htmx request is sent to that page). POST with confirm=yes: cancel."""
     run = _run_or_404(run_id)
+    if not can_control(request.user, run):
+        return HttpResponse("Only the run's creator or an admin may cancel it.", status=403)
+    next_url = _safe_next(request, "") if request.method == "POST" else request.GET.get("next", "")
+    if not (next_url.startswith("/") and url_has_allowed_host_and_scheme(next_url, allowed_hosts=None)):
+        next_url = ""
+    if request.method == "GET" or request.POST.get("confirm") != "yes":
+        if request.method == "POST" and request.htmx:  # type: ignore[attr-defined]
+            target = f"/runs/{run.pk}/cancel/" + (f"?next={next_url}" if next_url else "")
+            return HttpResponse(status=200, headers={"HX-Redirect": target})
+        return render(
+            request,
+            "runs/cancel_confirm.html",
+            {"run": run, "active": _subtree_active(run), "next": next_url},
+        )
     try:
         n = run_cancel(run=run, user=request.user)
     except RunServiceError as exc:
@@ -527,6 +545,54 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
     else:
         messages.success(request, notice)
     return redirect(_safe_next(request, "/approvals/"))
+
+
+@operator_required
+@require_POST
+def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
+    """Approve or deny every selected approval with one reason. The selection is checked whole
+    first (nothing is decided when an id is unknown); then each is decided on its own, and what
+    could not be (its run finished, someone decided first) is reported by id."""
+    decision = request.POST.get("decision", "")
+    raw_ids = request.POST.getlist("ids")
+    problem = ""
+    approvals: list[Approval] = []
+    if decision not in ("approve", "deny"):
+        problem = "decision must be approve or deny"
+    elif not raw_ids:
+        problem = "Select at least one approval."
+    else:
+        for raw in dict.fromkeys(raw_ids):
+            approval = selectors.approval_get(raw)
+            if approval is None:
+                problem = f"No approval '{raw}'."
+                break
+            approvals.append(approval)
+    if problem:
+        return render(
+            request,
+            "runs/approvals.html",
+            {**_approvals_context(), "error": problem, "notice": ""},
+            status=400,
+        )
+    reason = request.POST.get("reason", "")
+    done: list[str] = []
+    failed: list[str] = []
+    for approval in approvals:
+        try:
+            approval_decide(
+                approval=approval, user=request.user, approve=decision == "approve", reason=reason
+            )
+            done.append(f"#{approval.pk}")
+        except RunServiceError as exc:
+            failed.append(f"#{approval.pk}: {exc.message}")
+    if done:
+        verb = "Approved" if decision == "approve" else "Denied"
+        noun = "approval" if len(done) == 1 else "approvals"
+        messages.success(request, f"{verb} {len(done)} {noun}: {', '.join(done)}.")
+    for line in failed:
+        messages.error(request, line)
+    return redirect("/approvals/")
 
 
 # -- background tasks ---------------------------------------------------------------------------

@@ -50,6 +50,7 @@ KINDS = ("agents", "risk-profiles", "runtime-profiles", "providers")
 API: dict[str, dict[str, str]] = {
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
+    "api/redoc/": {"GET": PUBLIC},
     "api/v1/health/": {"GET": PUBLIC},
     "api/v1/agents/<str:alias>/roster/": {"GET": VIEWER},
     "api/v1/agents/<str:alias>/tools/": {"GET": VIEWER},
@@ -91,6 +92,7 @@ for _kind in KINDS:
     API[f"api/v1/{_kind}/<str:key>/"] = {"GET": VIEWER, "PUT": ADMIN, "PATCH": ADMIN, "DELETE": ADMIN}
 
 PAGES: dict[str, dict[str, str]] = {
+    "favicon.ico": {"GET": PUBLIC},
     "accounts/login/": {"GET": PUBLIC, "POST": PUBLIC},
     "accounts/logout/": {"POST": PUBLIC},
     "accounts/password_change/": {"GET": LOGIN, "POST": LOGIN},
@@ -101,6 +103,7 @@ PAGES: dict[str, dict[str, str]] = {
     "accounts/reset/done/": {"GET": PUBLIC},
     "": {"GET": VIEWER},
     "home/live/": {"GET": VIEWER},
+    "home/charts/": {"GET": VIEWER},
     "runs/": {"GET": VIEWER},
     "runs/start/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/": {"GET": VIEWER},
@@ -108,15 +111,20 @@ PAGES: dict[str, dict[str, str]] = {
     "runs/<uuid:run_id>/detail/": {"GET": VIEWER},
     "runs/<uuid:run_id>/controls/": {"GET": VIEWER},
     "runs/<uuid:root_id>/nodes/": {"GET": VIEWER},
-    "runs/<uuid:run_id>/cancel/": {"POST": OPERATOR},
+    "runs/<uuid:run_id>/cancel/": {"GET": OPERATOR, "POST": OPERATOR},
     "runs/<uuid:run_id>/steer/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/resume/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/continue/": {"POST": OPERATOR},
     "approvals/": {"GET": VIEWER},
     "approvals/live/": {"GET": VIEWER},
+    "approvals/bulk/": {"POST": OPERATOR},
     "approvals/<int:approval_id>/<str:decision>/": {"POST": OPERATOR},
     "tasks/": {"GET": VIEWER},
     "tasks/live/": {"GET": VIEWER},
+    "schedules/": {"GET": VIEWER, "POST": OPERATOR},
+    "schedules/preview/": {"GET": VIEWER},
+    "schedules/<int:schedule_id>/enabled/": {"POST": OPERATOR},
+    "schedules/<int:schedule_id>/delete/": {"GET": OPERATOR, "POST": OPERATOR},
     "delegation-map/": {"GET": VIEWER},
     "delegation-map/simulate/": {"POST": VIEWER},
     "config/": {"GET": VIEWER},
@@ -388,7 +396,7 @@ def test_session_authenticated_posts_need_a_csrf_token(world: World) -> None:
     api = client.post(f"/api/v1/runs/{world.root.pk}/cancel/")
     assert api.status_code == 403
     assert "CSRF" in api.json()["detail"]
-    page = client.post(f"/runs/{world.root.pk}/cancel/")
+    page = client.post(f"/runs/{world.root.pk}/cancel/", {"confirm": "yes"})
     assert page.status_code == 403
     assert Run.objects.get(pk=world.root.pk).status == Run.Status.WAITING
     # A token is not a session: no CSRF token is needed (or possible) with one.

@@ -41,6 +41,11 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
     return out
 
 
+def field_errors(exc: exceptions.ValidationError) -> list[dict[str, str]]:
+    """A validation error as the API answers it: [{"field", "message"}, ...]."""
+    return _flatten(exc.detail)
+
+
 def exception_handler(exc: Exception, context: Any) -> Response | None:
     # Django's own 404 and 403 (a format no renderer serves, a get_object_or_404) get the
     # API's shape with a code as well, like DRF's.

@@ -48,34 +48,43 @@ class AgentToolsApi(APIView):
         return Response(agent_tools(snap, alias))
 
 
+class PolicyCheckInputSerializer(serializers.Serializer[dict[str, Any]]):
+    caller = serializers.CharField(max_length=64)
+    target = serializers.CharField(max_length=64)
+    mode = serializers.ChoiceField(choices=["bounded", "independent"], required=False)
+    depth = serializers.IntegerField(min_value=0, max_value=100, required=False, default=0)
+    background = serializers.BooleanField(required=False, default=False)
+
+    class Meta:
+        ref_name = "PolicyCheckInput"
+
+
+def policy_check_run(data: Any) -> dict[str, Any]:
+    """`POST /policy/check/` and the dashboard's simulator: the input validated once, then
+    every gate. Raises ValidationError (field errors) or NotFound (an unknown caller)."""
+    valid: dict[str, Any] = dict(PolicyCheckInputSerializer(data=data).run_validation(data))
+    snap = config_snapshot_get()
+    if valid["caller"] not in snap.agents:
+        raise NotFound(f"No agent '{valid['caller']}'.")
+    return policy_check(
+        snap,
+        caller=valid["caller"],
+        target=valid["target"].strip(),
+        mode=valid.get("mode"),
+        depth=valid["depth"],
+        background=valid["background"],
+    )
+
+
 class PolicyCheckApi(APIView):
     parser_classes = [JSONParser]
-
-    class InputSerializer(serializers.Serializer):
-        caller = serializers.CharField(max_length=64)
-        target = serializers.CharField(max_length=64)
-        mode = serializers.ChoiceField(choices=["bounded", "independent"], required=False)
-        depth = serializers.IntegerField(min_value=0, max_value=100, required=False, default=0)
-        background = serializers.BooleanField(required=False, default=False)
+    InputSerializer = PolicyCheckInputSerializer
 
     @extend_schema(
         operation_id="policy_check",
         tags=["policy"],
-        request=InputSerializer,
+        request=PolicyCheckInputSerializer,
         responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request) -> Response:
-        data: dict[str, Any] = dict(self.InputSerializer(data=request.data).run_validation(request.data))
-        snap = config_snapshot_get()
-        if data["caller"] not in snap.agents:
-            raise NotFound(f"No agent '{data['caller']}'.")
-        return Response(
-            policy_check(
-                snap,
-                caller=data["caller"],
-                target=data["target"].strip(),
-                mode=data.get("mode"),
-                depth=data["depth"],
-                background=data["background"],
-            )
-        )
+        return Response(policy_check_run(request.data))

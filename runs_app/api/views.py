@@ -419,6 +419,11 @@ class RunListApi(APIView):
         kind = serializers.ChoiceField(choices=Run.Kind.choices, required=False)
         root = serializers.UUIDField(required=False)  # type: ignore[assignment]
         since = serializers.DateTimeField(required=False)
+        q = serializers.CharField(
+            required=False,
+            max_length=500,
+            help_text="full-text search: runs whose prompt, output or error holds every word (also as a prefix)",
+        )
 
         class Meta:
             ref_name = "RunListFilter"

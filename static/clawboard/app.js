@@ -12,11 +12,30 @@ document.addEventListener("DOMContentLoaded", () => {
   tick();
 });
 
+// The same format as the `duration` template filter (runs_app/templatetags/clawboard.py):
+// `42 ms`, `1.23 s`, `1m 05s`, `1h 02m`.
 function formatDuration(s) {
-  s = Math.max(0, Math.floor(s));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-  if (h) return `${h}h${m}m`;
-  if (m) return `${m}m${sec}s`;
-  return `${sec}s`;
+  s = Math.max(0, s);
+  if (s < 1) return `${Math.floor(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(2)} s`;
+  const whole = Math.floor(s);
+  const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
+  if (h) return `${h}h ${String(m).padStart(2, "0")}m`;
+  return `${m}m ${String(sec).padStart(2, "0")}s`;
 }
 window.formatDuration = formatDuration;
+
+// Approvals inbox: the header checkbox ticks every pending approval for a bulk decision;
+// the count says how many a click will decide.
+document.addEventListener("change", (event) => {
+  const target = event.target;
+  if (!(target instanceof HTMLInputElement)) return;
+  if (target.id === "bulk-all") {
+    document.querySelectorAll("input.bulk-pick").forEach((box) => { box.checked = target.checked; });
+  }
+  if (target.id === "bulk-all" || target.classList.contains("bulk-pick")) {
+    const n = document.querySelectorAll("input.bulk-pick:checked").length;
+    const count = document.getElementById("bulk-count");
+    if (count) count.textContent = n ? `${n} selected:` : "Tick approvals below, then decide them together:";
+  }
+});

@@ -93,6 +93,11 @@
         el.addEventListener("focusout", () => refresh([topic]), { once: true });
         return;
       }
+      if (el.querySelector(".bulk-pick:checked")) {
+        // approvals ticked for a bulk decision: keep them until they are unticked or decided
+        el.addEventListener("change", () => refresh([topic]), { once: true });
+        return;
+      }
       const wait = (lastFetch.get(sel) || 0) + MIN_GAP_MS - Date.now();
       if (wait > 0) { setTimeout(() => refresh([topic]), wait); return; }
       lastFetch.set(sel, Date.now());

@@ -17,7 +17,7 @@ from agents_app.selectors import config_snapshot_get
 from agents_app.services import config_replace
 from agents_app.users import user_create_or_update
 from runs_app.engine.frozen import snapshot_for
-from runs_app.models import Approval, Message, Run, RunEvent, Steer, ToolCall
+from runs_app.models import Approval, Message, Run, RunEvent, Schedule, Steer, ToolCall
 from runs_app.services import agent_policy
 
 SECRET_ENV = "CLAWBOARD_TEST_PROVIDER_KEY"
@@ -139,6 +139,7 @@ def state() -> dict[str, Any]:
         "steers": Steer.objects.count(),
         "messages": Message.objects.count(),
         "events": RunEvent.objects.count(),
+        "schedules": sorted(Schedule.objects.values_list("id", "name", "enabled")),
     }
 
 

@@ -191,7 +191,7 @@ def test_an_admin_deletes_an_agent_after_seeing_the_dry_run_plan(admin: Client) 
         'remove { agent = "beta", mode = "bounded" } from agents.loner.delegates',
     ]
     assert state() == before  # the plan is a dry run
-    response = admin.post("/agents/beta/delete/")
+    response = admin.post("/agents/beta/delete/", {"confirm": "yes"})
     assert response.status_code == 302
     snap = config_snapshot_get()
     assert "beta" not in snap.agents
@@ -206,7 +206,7 @@ def test_a_profile_still_in_use_cannot_be_deleted(admin: Client) -> None:
     assert "agents.loner.risk_profile must reference" not in text_of(page)
     assert 'agents.loner.risk_profile = "solo" but risk_profiles.solo is not configured' in error_items(page)
     assert 'id="confirm-delete"' not in page.content.decode()
-    response = admin.post("/risk-profiles/solo/delete/")
+    response = admin.post("/risk-profiles/solo/delete/", {"confirm": "yes"})
     assert response.status_code == 200
     assert state() == before
 
@@ -224,7 +224,7 @@ def test_an_admin_creates_edits_renames_and_deletes_a_risk_profile(admin: Client
     assert response["Location"] == "/risk-profiles/cautious/"
     snap = config_snapshot_get()
     assert "careful" not in snap.risk_profiles and snap.risk_profiles["cautious"].level == "readonly"
-    assert admin.post("/risk-profiles/cautious/delete/").status_code == 302
+    assert admin.post("/risk-profiles/cautious/delete/", {"confirm": "yes"}).status_code == 302
     assert "cautious" not in config_snapshot_get().risk_profiles
 
 
@@ -341,7 +341,7 @@ def test_runtime_profiles_and_providers_are_renamed_and_deleted(admin: Client) -
     snap = config_snapshot_get()
     assert "spare" not in snap.runtime_profiles
     assert snap.runtime_profiles["roomy"].max_actions_per_hour == 5
-    assert admin.post("/runtime-profiles/roomy/delete/").status_code == 302
+    assert admin.post("/runtime-profiles/roomy/delete/", {"confirm": "yes"}).status_code == 302
     assert "roomy" not in config_snapshot_get().runtime_profiles
 
     provider = {
@@ -363,7 +363,7 @@ def test_runtime_profiles_and_providers_are_renamed_and_deleted(admin: Client) -
         'agents.alpha.model_provider = "scripted.demo" but [providers.models.scripted.demo] is not configured'
         in error_items(page)
     )
-    assert admin.post("/providers/scripted.extra/delete/").status_code == 302
+    assert admin.post("/providers/scripted.extra/delete/", {"confirm": "yes"}).status_code == 302
     assert "scripted.extra" not in config_snapshot_get().providers
 
 
@@ -466,14 +466,14 @@ def test_a_revision_shows_its_diff_and_restores(admin: Client) -> None:
     original = export_toml(config_snapshot_get())
     first = ConfigRevision.objects.order_by("-pk").first()
     assert first is not None
-    assert admin.post("/agents/loner/delete/").status_code == 302
+    assert admin.post("/agents/loner/delete/", {"confirm": "yes"}).status_code == 302
     latest = ConfigRevision.objects.order_by("-pk").first()
     assert latest is not None and latest.summary == "delete agents.loner"
     page = text_of(admin.get(f"/config/revisions/{latest.pk}/"))
     assert '<span class="diff-del">-[agents.loner]</span>' in page
     listing = admin.get("/config/").content.decode()
-    assert f'action="/config/revisions/{first.pk}/restore/"' in listing
-    response = admin.post(f"/config/revisions/{first.pk}/restore/")
+    assert f'href="/config/revisions/{first.pk}/#restore-plan"' in listing
+    response = admin.post(f"/config/revisions/{first.pk}/restore/", {"confirm": "yes"})
     assert response.status_code == 302
     assert export_toml(config_snapshot_get()) == original
     restored = ConfigRevision.objects.order_by("-pk").first()

@@ -125,4 +125,5 @@ def test_the_map_page_runs_the_simulator_from_its_query_string(viewer: Client) -
 
 
 def test_the_simulator_asks_for_a_caller_and_a_target(viewer: Client) -> None:
-    assert "Pick a caller and a target." in simulate(viewer, "alpha", "  ")
+    assert "target: This field may not be blank." in simulate(viewer, "alpha", "  ")
+    assert "caller: This field may not be blank." in simulate(viewer, "", "beta")

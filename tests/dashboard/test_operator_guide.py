@@ -14,6 +14,7 @@ NAV_PAGES = (
     "/runs/<id>/",
     "/approvals/",
     "/tasks/",
+    "/schedules/",
     "/agents/",
     "/risk-profiles/",
     "/runtime-profiles/",

@@ -16,6 +16,7 @@ def page_urls(runs: Runs) -> list[str]:
     return [
         "/",
         "/home/live/",
+        "/home/charts/",
         "/runs/",
         "/runs/?status=failed&kind=top_level&agent=loner&since=24h",
         f"/runs/{runs.root.pk}/",
@@ -31,6 +32,9 @@ def page_urls(runs: Runs) -> list[str]:
         "/approvals/live/",
         "/tasks/",
         "/tasks/live/",
+        "/schedules/",
+        "/schedules/preview/?cron=0+2+*+*+*",
+        "/schedules/preview/?cron=61+*+*+*+*",
         "/agents/",
         "/agents/?q=alp",
         "/agents/new/",
@@ -140,10 +144,10 @@ def test_the_node_detail_offers_the_pending_approval_to_operators(runs: Runs) ->
 
 def test_home_lists_active_runs_approvals_gauges_failures_and_charts(viewer: Client, runs: Runs) -> None:
     body = text_of(viewer.get("/"))
-    for section in ("active-runs", "pending-approvals", "budget-gauges", "recent-failures", "charts-day"):
+    for section in ("active-runs", "pending-approvals", "budget-gauges", "recent-failures", "usage-charts"):
         assert f'id="{section}"' in body
     assert "Agent 'loner' failed: boom" in body
-    assert 'aria-label="runs per agent, 7 days"' in body
+    assert 'id="chart-cost"' in body  # drawn by uPlot: tests/dashboard/test_home_charts.py
 
 
 def test_the_tasks_page_lists_background_delegations(viewer: Client, runs: Runs) -> None:
@@ -168,5 +172,7 @@ def test_an_inline_approval_answers_in_place_without_a_later_flash(operator: Cli
 def test_forms_never_redirect_off_the_site(operator: Client, runs: Runs) -> None:
     response = operator.post(f"/approvals/{runs.approval.pk}/approve/", {"next": "https://evil.example/"})
     assert response["Location"] == "/approvals/"
-    response = client_as("admin").post(f"/runs/{runs.task.pk}/cancel/", {"next": "//evil.example/"})
+    response = client_as("admin").post(
+        f"/runs/{runs.task.pk}/cancel/", {"next": "//evil.example/", "confirm": "yes"}
+    )
     assert response["Location"] == f"/runs/{runs.root.pk}/"

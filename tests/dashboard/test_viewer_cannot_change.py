@@ -13,6 +13,7 @@ from django.urls import URLPattern, URLResolver
 from agents_app import urls as agents_urls
 from agents_app.models import ConfigRevision
 from runs_app import urls as runs_urls
+from runs_app.models import Schedule
 from tests.dashboard.support import Runs, client_as, state
 from tests.dashboard.test_pages import page_urls
 
@@ -30,6 +31,9 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
     """Every dashboard URL that changes state, with a body that would succeed for an admin."""
     first = ConfigRevision.objects.order_by("pk").first()
     assert first is not None
+    schedule, _ = Schedule.objects.get_or_create(
+        name="nightly", defaults={"agent": "alpha", "prompt": "sum up", "cron": "0 2 * * *"}
+    )
     agent = {
         "alias": "alpha2",
         "model_provider": "scripted.demo",
@@ -61,27 +65,34 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("/agents/new/", agent),
         ("/agents/alpha/", {**agent, "alias": "alpha"}),
-        ("/agents/beta/delete/", {}),
+        ("/agents/beta/delete/", {"confirm": "yes"}),
         ("/risk-profiles/new/", risk),
         ("/risk-profiles/solo/", {**risk, "alias": "solo"}),
-        ("/risk-profiles/spare/delete/", {}),
+        ("/risk-profiles/spare/delete/", {"confirm": "yes"}),
         ("/runtime-profiles/new/", runtime),
         ("/runtime-profiles/agentic/", {**runtime, "alias": "agentic"}),
-        ("/runtime-profiles/spare/delete/", {}),
+        ("/runtime-profiles/spare/delete/", {"confirm": "yes"}),
         ("/providers/new/", provider),
         ("/providers/scripted.demo/", {**provider, "alias": "demo"}),
-        ("/providers/scripted.spare/delete/", {}),
+        ("/providers/scripted.spare/delete/", {"confirm": "yes"}),
         ("/config/import/", {"toml": GOOD_TOML}),
         ("/config/import/preview/", {"toml": GOOD_TOML}),
-        (f"/config/revisions/{first.pk}/restore/", {}),
+        (f"/config/revisions/{first.pk}/restore/", {"confirm": "yes"}),
         ("/runs/start/", {"agent": "alpha", "prompt": "go"}),
-        (f"/runs/{runs.root.pk}/cancel/", {}),
-        (f"/runs/{runs.task.pk}/cancel/", {"next": "/tasks/"}),
+        (f"/runs/{runs.root.pk}/cancel/", {"confirm": "yes"}),
+        (f"/runs/{runs.task.pk}/cancel/", {"next": "/tasks/", "confirm": "yes"}),
         (f"/runs/{runs.root.pk}/steer/", {"message": "faster"}),
         (f"/runs/{runs.lost.pk}/resume/", {}),
         (f"/runs/{runs.child.pk}/continue/", {"prompt": "and then?"}),
         (f"/approvals/{runs.approval.pk}/approve/", {}),
         (f"/approvals/{runs.approval.pk}/deny/", {"reason": "no"}),
+        ("/approvals/bulk/", {"ids": [runs.approval.pk], "decision": "deny", "reason": "no"}),
+        (
+            "/schedules/",
+            {"name": "weekly", "agent": "alpha", "prompt": "go", "cron": "0 3 * * 1", "enabled": "on"},
+        ),
+        (f"/schedules/{schedule.pk}/enabled/", {"enabled": "off"}),
+        (f"/schedules/{schedule.pk}/delete/", {"confirm": "yes"}),
     ]
 
 
@@ -104,7 +115,7 @@ def read_only_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
 
 
 # second path segments that are words of the URL scheme, not entry keys
-FIXED = {"logout", "new", "preview", "start", "import", "revisions", "simulate", "live", "<id>", ""}
+FIXED = {"logout", "new", "preview", "start", "import", "revisions", "simulate", "live", "bulk", "<id>", ""}
 
 
 def _normalize(url: str) -> str:
@@ -147,8 +158,9 @@ def test_every_dashboard_url_pattern_is_tried(runs: Runs) -> None:
 @pytest.mark.parametrize("who", ["viewer", "anonymous"])
 def test_a_viewer_cannot_change_anything_through_any_form(who: str, runs: Runs) -> None:
     client = client_as("viewer") if who == "viewer" else Client()
+    posts = mutating_posts(runs)  # (it makes the schedule they act on)
     before = state()
-    for url, data in mutating_posts(runs):
+    for url, data in posts:
         response = client.post(url, data)
         if who == "viewer":
             assert response.status_code == 403, (url, response.status_code)

@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
 
@@ -77,8 +77,12 @@ class Browse:
         self.contexts: list[BrowserContext] = []
         self.pages: list[Page] = []
 
-    def new_page(self, user: str | None = "admin") -> Page:
-        context = self.browser.new_context(base_url=self.server.url, viewport=VIEWPORT)
+    def new_page(
+        self, user: str | None = "admin", *, color_scheme: Literal["light", "dark"] | None = None
+    ) -> Page:
+        context = self.browser.new_context(
+            base_url=self.server.url, viewport=VIEWPORT, color_scheme=color_scheme or "light"
+        )
         context.set_default_timeout(TIMEOUT_MS)
         self.contexts.append(context)
         page = context.new_page()

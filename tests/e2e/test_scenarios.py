@@ -160,6 +160,12 @@ def test_an_operator_cancels_a_subtree(browse: Browse, server: Server) -> None:
 
     page.click(f"#run-{one['id']}-head")
     page.click(f"#cancel-{one['id']}")
+    # the confirmation step (issue 17): the runs it would stop, then back to the tree
+    page.wait_for_selector("#confirm-cancel")
+    assert page.locator("li.to-cancel").count() == 2
+    page.click("#confirm-cancel")
+    page.wait_for_selector("#run-tree")
+    mark_page(page)
     wait_for_status(page, one["id"], "cancelled")
     wait_for_status(page, leaf_one, "cancelled")
     # the other branch and the root are untouched
@@ -171,8 +177,8 @@ def test_an_operator_cancels_a_subtree(browse: Browse, server: Server) -> None:
     assert after[leaf_two] == "awaiting_approval"
     assert_not_reloaded(page)
     # end the rest of the tree so nothing is left waiting on an operator
-    page.once("dialog", lambda d: d.accept())
     page.click("#cancel-tree")
+    page.click("#confirm-cancel")
     wait_for_status(page, root, "cancelled")
 
 

@@ -187,6 +187,24 @@ def test_the_run_list_is_newest_first_and_filters_by_status_agent_kind_root_and_
 
 
 @pytest.mark.django_db
+def test_the_run_list_searches_prompts_outputs_and_errors_like_the_dashboard(operator: APIClient) -> None:
+    configure(GREET)
+    a = start(operator, "count the walruses")
+    start(operator, "count the seals")
+    Run.objects.filter(pk=a["id"]).update(output="thirty walruses")
+
+    def ids(query: str) -> list[str]:
+        response = operator.get(f"/api/v1/runs/?{query}")
+        assert response.status_code == 200, response.content
+        return [r["id"] for r in response.json()["results"]]
+
+    assert ids("q=walrus") == [a["id"]]
+    assert ids("q=thirty+walr") == [a["id"]]
+    assert ids("q=walrus&status=failed") == []
+    assert operator.get("/api/v1/runs/?q=" + "x" * 501).status_code == 400
+
+
+@pytest.mark.django_db
 def test_bad_run_list_filters_are_400(operator: APIClient) -> None:
     for query in ("status=sleeping", "kind=robot", "root=nope", "since=yesterday"):
         response = operator.get(f"/api/v1/runs/?{query}")
@@ -454,8 +472,8 @@ def test_approvals_list_pending_calls_with_their_chain_and_approve_resumes_the_r
     assert pending["arguments"] == {"path": "."}
     assert pending["run_id"] == str(child.pk)
     assert pending["chain"] == [
-        {"run_id": root["id"], "agent": "lister", "kind": "top_level"},
-        {"run_id": str(child.pk), "agent": "lister", "kind": "subagent"},
+        {"run_id": root["id"], "agent": "lister", "kind": "top_level", "mode": ""},
+        {"run_id": str(child.pk), "agent": "lister", "kind": "subagent", "mode": ""},
     ]
     assert viewer.post(f"/api/v1/approvals/{pending['id']}/approve/").status_code == 403
     decided = operator.post(f"/api/v1/approvals/{pending['id']}/approve/")

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs_app', '0001_initial'),
+        ('runs_app', '0002_run_search'),
     ]
 
     operations = [
