@@ -10,6 +10,7 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from runs_app.templatetags.clawboard import money, tokens
 from runs_app.trace import ACTIVE, duration_text
 
 CHILDREN_PAGE = 50
@@ -17,12 +18,12 @@ LEAF = ' data-leaf="1"'
 
 
 def _tokens(n: dict[str, Any]) -> str:
-    own = f"{n['input_tokens']}+{n['output_tokens']} tok · ${n['cost_cents'] / 100:.4f}"
+    own = f"{tokens(n['input_tokens'])}+{tokens(n['output_tokens'])} tok · {money(n['cost_cents'])}"
     sub = n["subtree"]
     if sub["runs"] > 1:
         own += (
-            f" (subtree {sub['runs']} runs: {sub['input_tokens']}+{sub['output_tokens']} tok"
-            f" · ${sub['cost_cents'] / 100:.4f})"
+            f" (subtree {tokens(sub['runs'])} runs: {tokens(sub['input_tokens'])}+"
+            f"{tokens(sub['output_tokens'])} tok · {money(sub['cost_cents'])})"
         )
     return own
 

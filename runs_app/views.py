@@ -38,6 +38,7 @@ from runs_app.services import (
     run_start,
     run_steer,
 )
+from runs_app.templatetags.clawboard import money
 
 STATUSES = [s for s, _ in Run.Status.choices]
 KINDS = [k for k, _ in Run.Kind.choices]
@@ -291,7 +292,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         for c in transcript["tool_calls"]
     ]
     model_calls = [
-        {**m, "latency": trace.duration_text(m["latency_ms"]), "cost": f"${m['cost_cents'] / 100:.4f}"}
+        {**m, "latency": trace.duration_text(m["latency_ms"]), "cost": money(m["cost_cents"])}
         for m in selectors.run_model_calls(run)
     ]
     started, finished = run.started_at or run.created_at, run.finished_at

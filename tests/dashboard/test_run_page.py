@@ -43,7 +43,7 @@ def test_the_root_shows_its_subtree_sums(viewer: Client) -> None:
     root = bulk_tree(1000)
     body = text_of(viewer.get(f"/runs/{root.pk}/"))
     assert (
-        f'<span class="meta tokens" id="run-{root.pk}-tokens">3+2 tok · $0.0001 (subtree 1000 runs: 3000+2000 tok · $0.1000)</span>'
+        f'<span class="meta tokens" id="run-{root.pk}-tokens">3+2 tok · $0.0001 (subtree 1,000 runs: 3,000+2,000 tok · $0.10)</span>'
         in body
     )
 

@@ -148,8 +148,8 @@ def test_the_detail_panel_lists_every_model_call_with_latency_tokens_and_cost(vi
     rows = re.findall(r'<tr class="model-call">(.*?)</tr>', body, flags=re.S)
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
     assert cells == [
-        ["0", "demo-1", "87 ms", "1234", "56", "$0.0050", "0"],
-        ["1", "demo-2", "1.50 s", "1234", "56", "$0.0050", "0"],
+        ["0", "demo-1", "87 ms", "1,234", "56", "$0.0050", "0"],
+        ["1", "demo-2", "1.50 s", "1,234", "56", "$0.0050", "0"],
     ]
 
 
