@@ -22,6 +22,21 @@
     received: [],
   };
   window.clawboardSocket = S;
+  // A fragment fetched before the operator started typing or ticking in it must not replace
+  // it when it comes back: it is fetched again once they are done.
+  function held(el) {
+    const typing = el.contains(document.activeElement) && document.activeElement !== document.body
+      && document.activeElement.matches("input[type=text], textarea, input:not([type])");
+    return typing || !!el.querySelector(".bulk-pick:checked");
+  }
+  document.addEventListener("htmx:beforeSwap", (evt) => {
+    const el = evt.detail.target;
+    const config = evt.detail.requestConfig || {};
+    const ours = config.headers && config.headers["X-Clawboard-Refresh"];
+    if (!el || !ours || !held(el)) return; // only a background refresh is held back
+    evt.detail.shouldSwap = false;
+    el.addEventListener("change", () => refresh(Object.keys(TARGETS).filter((t) => TARGETS[t].some((sel) => el.matches(sel)))), { once: true });
+  });
   window.clawboardPolling = () => !S.up;
 
   function stateEl() { return document.getElementById("socket-state"); }
@@ -102,8 +117,9 @@
       if (wait > 0) { setTimeout(() => refresh([topic]), wait); return; }
       lastFetch.set(sel, Date.now());
       const url = el.getAttribute("hx-get");
-      if (url) htmx.ajax("GET", url, { target: el, swap: el.getAttribute("hx-swap") || "innerHTML" });
-      else htmx.ajax("GET", location.pathname + location.search, { target: sel, select: sel, swap: "outerHTML" });
+      const headers = { "X-Clawboard-Refresh": "1" };
+      if (url) htmx.ajax("GET", url, { target: el, swap: el.getAttribute("hx-swap") || "innerHTML", headers });
+      else htmx.ajax("GET", location.pathname + location.search, { target: sel, select: sel, swap: "outerHTML", headers });
     }));
     if (topics.includes("approvals") && !S.up) countApprovals();
   }

@@ -144,7 +144,7 @@ def test_the_detail_panel_shows_calls_json_and_permissions_and_links_child_runs(
     expect(rows.nth(0)).to_contain_text("trace-1")
     expect(rows.nth(0).locator("td.latency")).to_have_text(DURATION)
     expect(rows.nth(0)).to_contain_text("800")
-    expect(rows.nth(1)).to_contain_text("5000")
+    expect(rows.nth(1)).to_contain_text("5,000")
     expect(panel.locator(".tool-call")).to_have_count(6)
     arguments = panel.locator(".tool-call").first.locator("pre.json-text").first
     expect(arguments).to_have_text('{\n  "prompt": "branch: 1",\n  "label": "branch 1"\n}')
@@ -182,6 +182,8 @@ def test_the_controls_follow_the_run_cancel_and_steer_then_continue(browse: Brow
     expect(page.locator("#steer-notice")).to_have_text("Message queued for the next model turn.")
     expect(page.locator("#steer-message")).to_have_value("")
     page.fill("#steer-message", "one more thing")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("#cancel-tree")
     wait_for_status(page, root, "cancelled")
     # without a reload, the panel now offers Continue, and the unsent text became its prompt
@@ -190,6 +192,7 @@ def test_the_controls_follow_the_run_cancel_and_steer_then_continue(browse: Brow
     expect(page.locator("#steer-submit")).to_have_count(0)
     expect(page.locator("#continue-prompt")).to_have_value("one more thing")
     expect(page.locator("#controls-status")).to_have_text("cancelled")
+    assert asked == ["Cancel this run and every run below it that is still active?"]  # confirmed first
     assert_not_reloaded(page)
 
 
