@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from tests.e2e.support import (
     Browse,
@@ -183,7 +183,12 @@ def test_the_controls_follow_the_run_cancel_and_steer_then_continue(browse: Brow
     expect(page.locator("#steer-message")).to_have_value("")
     page.fill("#steer-message", "one more thing")
     asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+
+    def confirm(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", confirm)
     page.click("#cancel-tree")
     wait_for_status(page, root, "cancelled")
     # without a reload, the panel now offers Continue, and the unsent text became its prompt
