@@ -38,6 +38,20 @@ def test_screenshots_of_every_page(browse: Browse, server: Server) -> None:
     operator.click(f"#{branch}-head")
     expect(operator.locator(f"#detail-{str(branch)[4:]}")).to_be_visible()
     shot(operator, "run-page-finished")
+    # the same two in the dark theme (prefers-color-scheme)
+    dark = browse.new_page("olga", color_scheme="dark")
+    dark_traced = start_run(dark, "tracer", "trace the release at night")
+    dark.wait_for_function(
+        "document.querySelectorAll('#run-tree li.node').length >= 31"
+        " && document.querySelectorAll('#run-tree .status-completed').length >= 2",
+        timeout=30_000,
+    )
+    expect(dark.locator("#now-line")).to_be_visible()
+    dark.screenshot(path=str(SCREENSHOTS / "run-page-running-dark.png"), full_page=True)
+    wait_for_status(dark, dark_traced, "completed", timeout_ms=60_000)
+    dark.click(f"#run-{dark_traced}-head")
+    expect(dark.locator(f"#detail-{dark_traced}")).to_be_visible()
+    shot(dark, "run-page-finished-dark")
     # the coordinator's tree, with the root's detail open
     root = start_run(operator, "coordinator", "prepare the release")
     wait_for_status(operator, root, "completed")
