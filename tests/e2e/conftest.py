@@ -98,6 +98,12 @@ def server() -> Iterator[Server]:
         ["clawboard_config", "import", str(config)],
         ["clawboard_user", "olga", "--role", "operator", "--password", PASSWORDS["olga"]],
         ["clawboard_user", "vera", "--role", "viewer", "--password", PASSWORDS["vera"]],
+        ["clawboard_user", "nora", "--role", "viewer", "--password", PASSWORDS["nora"]],
+        [
+            "shell",
+            "-c",
+            "from django.contrib.auth.models import User; User.objects.get(username='nora').groups.clear()",
+        ],
     )[1]
     password = re.search(r"^admin password: (\S+)$", demo, re.M)
     token = re.search(r"^admin API token: (\S+)$", demo, re.M)

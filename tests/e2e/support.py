@@ -34,7 +34,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PASSWORDS = {"olga": "operator-pass-1234", "vera": "viewer-pass-1234"}
+# nora signs in but has no role (her viewer group is taken away): the 4403 of the websocket
+PASSWORDS = {"olga": "operator-pass-1234", "vera": "viewer-pass-1234", "nora": "no-role-pass-1234"}
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 # Playwright's default is 30 s per action; the product answers in well under a second.
 TIMEOUT_MS = 15_000

@@ -168,6 +168,7 @@ def test_a_real_websocket_client_gets_404_json_errors_and_close_codes(browse: Br
     assert tree[-1] == {"type": "pong"}
 
     assert close_code(ws_url + "/ws/live/", {"Origin": server.url}) == 4401
+    assert close_code(ws_url + "/ws/live/", session_headers(browse.new_page("nora"), server)) == 4403
     assert close_code(ws_url + "/ws/runs/00000000-0000-0000-0000-000000000000/", headers) == 4404
 
 
