@@ -15,6 +15,22 @@ def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
+def traced_tree(page: Page, prompt: str, suffix: str) -> None:
+    traced = start_run(page, "tracer", prompt)
+    page.wait_for_function(
+        "document.querySelectorAll('#run-tree li.node').length >= 31"
+        " && document.querySelectorAll('#run-tree .status-completed').length >= 2",
+        timeout=30_000,
+    )
+    expect(page.locator("#now-line")).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / f"run-page-running{suffix}.png"), full_page=True)
+    wait_for_status(page, traced, "completed", timeout_ms=60_000)
+    branch = page.locator(f"#run-{traced}-children > li.node").nth(1).get_attribute("id")
+    page.click(f"#{branch}-head")
+    expect(page.locator(f"#detail-{str(branch)[4:]}")).to_be_visible()
+    shot(page, f"run-page-finished{suffix}")
+
+
 @pytest.mark.screenshots
 def test_screenshots_of_every_page(browse: Browse, server: Server) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -23,35 +39,10 @@ def test_screenshots_of_every_page(browse: Browse, server: Server) -> None:
     shot(anonymous, "login")
 
     operator = browse.new_page("olga")
-    # a tree of 31 runs while it runs (the now line, children side by side) ...
-    traced = start_run(operator, "tracer", "trace the release")
-    operator.wait_for_function(
-        "document.querySelectorAll('#run-tree li.node').length >= 31"
-        " && document.querySelectorAll('#run-tree .status-completed').length >= 2",
-        timeout=30_000,
-    )
-    expect(operator.locator("#now-line")).to_be_visible()
-    operator.screenshot(path=str(SCREENSHOTS / "run-page-running.png"), full_page=True)
-    # ... and once it finished, a branch selected: the detail panel beside the waterfall
-    wait_for_status(operator, traced, "completed", timeout_ms=60_000)
-    branch = operator.locator(f"#run-{traced}-children > li.node").nth(1).get_attribute("id")
-    operator.click(f"#{branch}-head")
-    expect(operator.locator(f"#detail-{str(branch)[4:]}")).to_be_visible()
-    shot(operator, "run-page-finished")
-    # the same two in the dark theme (prefers-color-scheme)
-    dark = browse.new_page("olga", color_scheme="dark")
-    dark_traced = start_run(dark, "tracer", "trace the release at night")
-    dark.wait_for_function(
-        "document.querySelectorAll('#run-tree li.node').length >= 31"
-        " && document.querySelectorAll('#run-tree .status-completed').length >= 2",
-        timeout=30_000,
-    )
-    expect(dark.locator("#now-line")).to_be_visible()
-    dark.screenshot(path=str(SCREENSHOTS / "run-page-running-dark.png"), full_page=True)
-    wait_for_status(dark, dark_traced, "completed", timeout_ms=60_000)
-    dark.click(f"#run-{dark_traced}-head")
-    expect(dark.locator(f"#detail-{dark_traced}")).to_be_visible()
-    shot(dark, "run-page-finished-dark")
+    # a tree of 31 runs while it runs (the now line, children side by side), then once it
+    # finished with a branch selected: the detail panel beside the waterfall; light and dark
+    traced_tree(operator, "trace the release", "")
+    traced_tree(browse.new_page("olga", color_scheme="dark"), "trace the release at night", "-dark")
     # the coordinator's tree, with the root's detail open
     root = start_run(operator, "coordinator", "prepare the release")
     wait_for_status(operator, root, "completed")
