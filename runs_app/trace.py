@@ -13,17 +13,17 @@ import math
 from datetime import datetime
 from typing import Any
 
+from runs_app.templatetags.clawboard import duration
+
 ACTIVE = ("queued", "running", "waiting", "awaiting_approval")
 
 
 def duration_text(ms: float | None) -> str:
-    """`87 ms` under a second, `1.23 s` from one second on (floored); `…` when unknown."""
+    """A span in milliseconds, in the dashboard's one format (the `duration` filter: `87 ms`,
+    `1.23 s`, `1m 05s`, floored); `…` while unknown."""
     if ms is None or ms != ms:  # None or NaN
         return "…"
-    ms = max(0.0, ms)
-    if ms < 1000:
-        return f"{math.floor(ms)} ms"
-    return f"{math.floor(ms / 10) / 100:.2f} s"
+    return duration(max(0.0, ms) / 1000)
 
 
 def _ms(value: str | None, t0: datetime) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django import template
@@ -57,7 +57,9 @@ def money(cents: Any) -> str:
 
 @register.filter
 def duration(seconds: Any) -> str:
-    """`42 ms` under a second, `1.23 s` under a minute, then `1m 01s` and `1h 02m`; `—` when unknown."""
+    """`42 ms` under a second, `1.23 s` under a minute, then `1m 01s` and `1h 02m`; `—` when unknown.
+    Floored, never rounded up: a span no longer than another is never written as longer (a
+    child under its parent on the run page)."""
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
     number = _decimal(seconds)
@@ -67,7 +69,7 @@ def duration(seconds: Any) -> str:
     if secs < 1:
         return f"{int(secs * 1000)} ms"
     if secs < 60:
-        return f"{Decimal(str(secs)).quantize(_CENT, rounding=ROUND_HALF_UP)} s"
+        return f"{Decimal(str(secs)).quantize(_CENT, rounding=ROUND_FLOOR)} s"
     whole = int(secs)
     hours, rest = divmod(whole, 3600)
     minutes, secs_left = divmod(rest, 60)

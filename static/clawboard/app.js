@@ -17,7 +17,7 @@ document.addEventListener("DOMContentLoaded", () => {
 function formatDuration(s) {
   s = Math.max(0, s);
   if (s < 1) return `${Math.floor(s * 1000)} ms`;
-  if (s < 60) return `${s.toFixed(2)} s`;
+  if (s < 60) return `${(Math.floor(s * 100) / 100).toFixed(2)} s`; // floored, as the filter
   const whole = Math.floor(s);
   const h = Math.floor(whole / 3600), m = Math.floor((whole % 3600) / 60), sec = whole % 60;
   if (h) return `${h}h ${String(m).padStart(2, "0")}m`;

@@ -17,11 +17,7 @@
   let serverEnd = Math.max(1, parseInt(tree.dataset.end || "1", 10)); // the tree's end, or now
   let total = serverEnd;
 
-  function fmt(ms) {
-    ms = Math.max(0, ms);
-    if (ms < 1000) return Math.floor(ms) + " ms";
-    return (Math.floor(ms / 10) / 100).toFixed(2) + " s";
-  }
+  const fmt = (ms) => window.formatDuration(ms / 1000); // app.js: the dashboard's one format
 
   const nowMs = () => serverNow + (Date.now() - serverAt);
 
