@@ -32,6 +32,7 @@ from runs_app.services import (
     RunServiceError,
     approval_decide,
     can_control,
+    ensure_can_control,
     run_cancel,
     run_continue,
     run_resume,
@@ -410,8 +411,10 @@ def run_cancel_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     """GET, or a POST without confirm=yes: what a cancel would stop, with the form that
     confirms it (an htmx request is sent to that page). POST with confirm=yes: cancel."""
     run = _run_or_404(run_id)
-    if not can_control(request.user, run):
-        return HttpResponse("Only the run's creator or an admin may cancel it.", status=403)
+    try:
+        ensure_can_control(request.user, run, "cancel")  # before the confirmation page too
+    except RunServiceError as exc:
+        return HttpResponse(exc.message, status=403)
     next_url = _safe_next(request, "") if request.method == "POST" else request.GET.get("next", "")
     if not (next_url.startswith("/") and url_has_allowed_host_and_scheme(next_url, allowed_hosts=None)):
         next_url = ""
