@@ -15,7 +15,7 @@ from zeroclaw_site.celery import app
 
 log = logging.getLogger(__name__)
 
-POLLING_INTERVAL_SECS = 0.001
+POLLING_INTERVAL_SECS = 0.002
 # The embedded worker runs as whoever runs `make run` (root in a container): nothing to warn about.
 warnings.filterwarnings("ignore", category=SecurityWarning)
 
