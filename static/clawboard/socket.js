@@ -22,20 +22,28 @@
     received: [],
   };
   window.clawboardSocket = S;
-  // A fragment fetched before the operator started typing or ticking in it must not replace
-  // it when it comes back: it is fetched again once they are done.
+  // A fragment the operator is working in (typing in it, or boxes ticked that the server did
+  // not tick) is not replaced by a background refresh: it is fetched again once they are done
+  // (focus leaves it, or a box changes). This holds for a refresh asked now and for one whose
+  // answer comes back after they started.
+  function holdFor(el) {
+    if (el.contains(document.activeElement) && document.activeElement !== document.body) return "focusout";
+    const ticked = Array.from(el.querySelectorAll("input[type=checkbox]")).some((box) => box.checked !== box.defaultChecked);
+    return ticked ? "change" : null;
+  }
+  function topicsOf(el) {
+    return Object.keys(TARGETS).filter((t) => TARGETS[t].some((sel) => el.matches(sel)));
+  }
   function held(el) {
-    const typing = el.contains(document.activeElement) && document.activeElement !== document.body
-      && document.activeElement.matches("input[type=text], textarea, input:not([type])");
-    return typing || !!el.querySelector(".bulk-pick:checked");
+    const event = holdFor(el);
+    if (event) el.addEventListener(event, () => refresh(topicsOf(el)), { once: true });
+    return !!event;
   }
   document.addEventListener("htmx:beforeSwap", (evt) => {
     const el = evt.detail.target;
     const config = evt.detail.requestConfig || {};
     const ours = config.headers && config.headers["X-Clawboard-Refresh"];
-    if (!el || !ours || !held(el)) return; // only a background refresh is held back
-    evt.detail.shouldSwap = false;
-    el.addEventListener("change", () => refresh(Object.keys(TARGETS).filter((t) => TARGETS[t].some((sel) => el.matches(sel)))), { once: true });
+    if (el && ours && held(el)) evt.detail.shouldSwap = false; // only a background refresh is held back
   });
   window.clawboardPolling = () => !S.up;
 
@@ -103,16 +111,7 @@
     topics.forEach((topic) => (TARGETS[topic] || []).forEach((sel) => {
       const el = document.querySelector(sel);
       if (!el || !window.htmx) return;
-      if (el.contains(document.activeElement) && document.activeElement !== document.body) {
-        // someone is typing in it (a deny reason): wait until they leave
-        el.addEventListener("focusout", () => refresh([topic]), { once: true });
-        return;
-      }
-      if (el.querySelector(".bulk-pick:checked")) {
-        // approvals ticked for a bulk decision: keep them until they are unticked or decided
-        el.addEventListener("change", () => refresh([topic]), { once: true });
-        return;
-      }
+      if (held(el)) return; // a deny reason being typed, approvals ticked for a bulk decision
       const wait = (lastFetch.get(sel) || 0) + MIN_GAP_MS - Date.now();
       if (wait > 0) { setTimeout(() => refresh([topic]), wait); return; }
       lastFetch.set(sel, Date.now());
