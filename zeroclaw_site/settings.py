@@ -185,7 +185,12 @@ if CHANNEL_LAYER_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py's default socket timeout (5 s) equals channels_redis's blocking read, so a
             # quiet websocket's receive() would time out and drop the socket; wait longer.
-            "CONFIG": {"hosts": [{"address": CHANNEL_LAYER_URL, "socket_timeout": 15}]},
+            # Every channel of a process shares one Redis list, and channels_redis drops what
+            # goes over `capacity` without a word (its default, 100, is one busy tree's burst).
+            "CONFIG": {
+                "hosts": [{"address": CHANNEL_LAYER_URL, "socket_timeout": 15}],
+                "capacity": env.int("CLAWBOARD_CHANNEL_CAPACITY", default=10_000),
+            },
         }
     }
 else:

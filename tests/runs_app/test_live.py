@@ -12,7 +12,10 @@ event fails when the test gives up after GIVE_UP_SECS, long before its own timeo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncGenerator, Iterator
@@ -316,3 +319,65 @@ async def test_with_redis_a_waiter_is_woken_while_another_channel_of_the_process
     finally:
         await layer.send(consumer_channel, {"type": "test.done"})  # ends it; no cancel half-way
         await asyncio.wait_for(consumer, GIVE_UP_SECS)
+
+
+# -- the last message of a burst -----------------------------------------------------------------
+
+
+async def test_a_dropped_last_message_is_read_from_the_table_once_the_stream_is_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No later message shows the gap, so the stream looks at the table once it fell quiet."""
+    monkeypatch.setattr(live, "QUIET_SECS", 0.3)
+    run = await sync_to_async(queued_run)()
+    stream = live.tree_events(run.pk, 0)
+    try:
+        await caught_up(stream)
+        heard = await in_thread(emit, thread_sensitive=False)(run, "model.request")
+        assert (await next_event(stream))["id"] == heard
+        dropped = await sync_to_async(finish_silently)(run)
+        assert (await next_event(stream))["id"] == dropped
+        assert await caught_up(stream) == []
+    finally:
+        await stream.aclose()
+
+
+async def test_a_waiter_whose_terminal_message_was_dropped_sees_the_end_once_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(live, "QUIET_SECS", 0.3)
+    run = await sync_to_async(queued_run)()
+    waiter = asyncio.create_task(live.wait_terminal([run.pk], LONG_SECS))
+    await asyncio.sleep(0.2)
+    await in_thread(emit, thread_sensitive=False)(run, "model.request")  # the tree is busy
+    await sync_to_async(finish_silently)(run)  # and its terminal message is lost
+    assert await asyncio.wait_for(waiter, GIVE_UP_SECS) is True
+
+
+def scale_out_channel_config() -> dict[str, Any]:
+    """The channel layer's CONFIG that the project's settings give a scale-out process."""
+    env = {**os.environ, "CHANNEL_LAYER_URL": REDIS_URL, "DJANGO_SETTINGS_MODULE": "zeroclaw_site.settings"}
+    env.pop("CLAWBOARD_CHANNEL_CAPACITY", None)
+    code = "import json, django; django.setup(); from django.conf import settings; "
+    code += "print(json.dumps(settings.CHANNEL_LAYERS['default']['CONFIG']))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+async def test_with_redis_a_burst_of_one_tree_is_kept_whole_for_a_process_that_reads_late(
+    redis_layer: dict[str, Any],
+) -> None:
+    """channels_redis drops messages past a process's `capacity` silently (its default, 100,
+    is one busy tree): the project's settings keep a burst of 2,000 for a reader that is late."""
+    config = {**scale_out_channel_config(), "prefix": redis_layer["prefix"]}
+    reader, writer = RedisChannelLayer(**config), RedisChannelLayer(**config)
+    try:
+        channel = await reader.new_channel()
+        await reader.group_add("burst", channel)
+        for i in range(2000):
+            await writer.group_send("burst", {"type": "run.event", "n": i})
+        got = [(await asyncio.wait_for(reader.receive(channel), GIVE_UP_SECS))["n"] for _ in range(2000)]
+        assert got == list(range(2000))
+    finally:
+        await reader.close_pools()
+        await writer.close_pools()
