@@ -1,8 +1,9 @@
 """Claiming a queued run for this worker: the only way a run becomes `running`.
 
 A step's first act: one conditional UPDATE from `queued`, so a duplicated task message claims
-nothing. [delegate].max_concurrent_runs is checked first: a run beyond it stays queued, marked
-`deferred`, and is dispatched again when a running run stops (`settle`)."""
+nothing. [delegate].max_concurrent_runs is checked in the same UPDATE (fewer running runs than
+the limit): a run beyond it stays queued, marked `deferred`, and is dispatched again when a
+running run stops (`settle`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import time
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Count, IntegerField, Subquery, Value
 from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from policies_app.models import DelegateSettings
@@ -42,6 +45,14 @@ def _claim_lock() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
 
 
+def _running() -> Coalesce:
+    """The number of running runs, as a subquery of the claim's UPDATE (grouped by status, so
+    no running run gives no row: 0)."""
+    running = Run.objects.filter(status=Run.Status.RUNNING).order_by().values("status")
+    count = Subquery(running.annotate(n=Count("pk")).values("n")[:1], output_field=IntegerField())
+    return Coalesce(count, Value(0))
+
+
 def claim(run_id: Any) -> Run | None:
     """Take a queued run for this worker: the run, or None (not queued, or no room)."""
     limit = max_concurrent_runs()
@@ -50,15 +61,15 @@ def claim(run_id: Any) -> Run | None:
         run = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).first()
         if run is None:
             return None
-        if Run.objects.filter(status=Run.Status.RUNNING).count() >= limit:
-            Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(deferred=True)
-            return None
         now = timezone.now()
         if not transitions.move(
             run, [Run.Status.QUEUED], Run.Status.RUNNING, event="run.started",
-            data={"owner": heartbeat.WORKER_ID}, owner=heartbeat.WORKER_ID, heartbeat_at=now,
-            started_at=Coalesce("started_at", now), deferred=False,
+            data={"owner": heartbeat.WORKER_ID}, where=LessThan(_running(), Value(limit)),
+            owner=heartbeat.WORKER_ID, heartbeat_at=now, started_at=Coalesce("started_at", now),
+            deferred=False,
         ):  # fmt: skip
+            # Still queued (the claim lock, or SQLite's write lock, keeps it so): no room.
+            Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(deferred=True)
             return None
     run.owner, run.heartbeat_at, run.deferred = heartbeat.WORKER_ID, now, False
     run.started_at = run.started_at or now

@@ -28,15 +28,19 @@ def move(
     event: str | None = None,
     data: dict[str, Any] | None = None,
     if_owner: str | None = None,
+    where: Q | Combinable | None = None,
     **fields: Any | Combinable,
 ) -> bool:
     """Move `run` from one of the statuses `frm` to `to`, setting `fields` (values or
-    expressions), and emit `event` with `data`. `if_owner`: only if that worker owns the run.
-    True when the run moved; the caller's copy gets the new status."""
+    expressions), and emit `event` with `data`. `if_owner`: only if that worker owns the run;
+    `where`: only if that condition holds too, checked in the same UPDATE. True when the run
+    moved; the caller's copy gets the new status."""
     with events.tree_tx(run.root_id or run.pk):
         rows = Run.objects.filter(pk=run.pk, status__in=list(frm))
         if if_owner is not None:
             rows = rows.filter(owner=if_owner)
+        if where is not None:
+            rows = rows.filter(where)
         if not rows.update(status=to, **fields):
             return False
         run.status = to
