@@ -54,7 +54,7 @@ def run_finish(
             # whoever that event wakes (results/await, a REST wait) finds the file final.
             mirror_later(run.pk)
         data = {"status": status, "output": output[:2000], "error": error, "tool_result": tool_result}
-        fields = {
+        fields: dict[str, Any] = {
             "output": output,
             "error": error,
             "finished_at": now,
