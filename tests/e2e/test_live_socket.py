@@ -26,8 +26,10 @@ from tests.e2e.support import (
 
 
 def badge(page: Page) -> str:
-    found = page.locator("#nav-approvals-count")
-    return found.inner_text() if found.count() else "0"
+    """The nav badge's count ("0" when there is no badge), read in one look: a count() then an
+    inner_text() can see the badge, then wait 15 s for it after a refresh removed it."""
+    text = page.evaluate("() => document.querySelector('#nav-approvals-count')?.innerText ?? '0'")
+    return str(text).strip()
 
 
 def pending_count(server: Server) -> int:
