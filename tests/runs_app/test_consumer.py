@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from agents_app.users import user_create_or_update
-from runs_app.models import Run, RunEvent
-from runs_app.services import run_start
+from runs_app.models import Approval, Run, RunEvent
+from runs_app.services import approval_decide, run_start
 from tests.runs_app.helpers import configure, wait_for
 from zeroclaw_site.asgi import application
 
@@ -125,25 +125,45 @@ async def test_a_resync_message_sends_the_stored_events_after_the_given_id_again
     await comm.disconnect()
 
 
+GATED = """
+[providers.models.scripted.gated]
+model = "gated-1"
+script = [
+  { turns = [
+      { tool_calls = [ { name = "memory_recall", arguments = { query = "q" } } ] },
+      { say = "done: {{tool_results}}" },
+  ] },
+]
+[risk_profiles.gated]
+always_ask = ["memory_recall"]
+[agents.gater]
+model_provider = "scripted.gated"
+risk_profile = "gated"
+"""
+
+
 async def test_a_resync_during_a_live_run_sends_every_event_after_the_given_id_once(worker: object) -> None:
-    await sync_to_async(configure)(SCRIPT)
-    cookie = await database_sync_to_async(session_cookie)("vera", "viewer")
-    run = await database_sync_to_async(run_start)(agent="greeter", prompt="go")
+    # The run waits for an approval, so the stream is live and nothing new is written while the
+    # resync is read: what comes after it is known exactly, on a machine of any speed.
+    await sync_to_async(configure)(GATED)
+    cookie = await database_sync_to_async(session_cookie)("vera", "operator")
+    run = await database_sync_to_async(run_start)(agent="gater", prompt="go")
+    await sync_to_async(wait_for)(run.pk, {"awaiting_approval"})
+    before = await database_sync_to_async(stored_ids)(run.pk)
     comm = communicator(run.pk, cookie)
     assert (await comm.connect())[0]
-    seen = [await comm.receive_json_from(timeout=20) for _ in range(3)]
-    assert seen[-1]["type"] != "run.completed"
-    await comm.send_json_to({"type": "resync", "after": seen[0]["id"]})
+    assert [(await comm.receive_json_from(timeout=20))["id"] for _ in before] == before
+    await comm.send_json_to({"type": "resync", "after": before[0]})
+    assert [(await comm.receive_json_from(timeout=20))["id"] for _ in before[1:]] == before[1:]
+    approval = await database_sync_to_async(Approval.objects.get)(run=run)
+    user = await database_sync_to_async(lambda: get_user_model().objects.get(username="vera"))()
+    await database_sync_to_async(approval_decide)(approval=approval, user=user, approve=True)
     rest = await receive_until_root_finishes(comm, run.pk)
     assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
     ids = await database_sync_to_async(stored_ids)(run.pk)
-    # The first stream may go on a little until the resync is read; then the second stream
-    # sends every event after the given id once, in order, and nothing else.
-    start = next(i for i, e in enumerate(rest) if e["id"] == seen[1]["id"])
-    before = [e["id"] for e in seen + rest[:start]]
-    assert before == ids[: len(before)]
-    assert [e["id"] for e in rest[start:]] == ids[1:]
+    assert [e["id"] for e in rest] == ids[len(before) :]
+    assert rest[0]["type"] == "approval.decided"
 
 
 async def test_a_child_run_id_joins_the_tree_of_its_root(worker: object) -> None:
