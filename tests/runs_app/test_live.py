@@ -196,6 +196,31 @@ async def test_wait_terminal_waits_for_every_run() -> None:
     assert await asyncio.wait_for(waiter, GIVE_UP_SECS) is True
 
 
+async def test_wait_terminal_trusts_terminal_events_instead_of_reading_every_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = [await sync_to_async(queued_run)() for _ in range(30)]
+    reads: list[int] = []
+    unfinished = live._unfinished
+
+    def counted(run_ids: list[str]) -> list[tuple[str, str]]:
+        reads.append(len(run_ids))
+        return unfinished(run_ids)
+
+    monkeypatch.setattr(live, "_unfinished", counted)
+    waiter = asyncio.create_task(live.wait_terminal([run.pk for run in runs], LONG_SECS))
+    await asyncio.sleep(0.2)
+
+    def finish_all() -> None:
+        for run in runs:
+            finish(run)
+
+    await in_thread(finish_all, thread_sensitive=False)()
+    assert await asyncio.wait_for(waiter, GIVE_UP_SECS) is True
+    # Before and after subscribing; a read after a quiet spell at most: never one per run.
+    assert reads[:2] == [30, 30] and len(reads) <= 3, reads
+
+
 async def test_wait_terminal_gives_up_after_its_timeout_and_knows_finished_runs_at_once() -> None:
     run = await sync_to_async(queued_run)()
     assert await live.wait_terminal([run.pk], 0.2) is False
