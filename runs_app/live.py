@@ -6,12 +6,12 @@ replays the stored events after N from the table, then passes on live ones. Ids 
 an event that arrives both ways is sent once (ids up to the last one sent are dropped), and
 when a live event skips ids, the stored events in between are read first: ids are global, so
 the gap may hold only other trees' events, but a message the channel layer dropped is found
-there; the last message of a burst, which no later one follows, is looked for in the table
-once the stream has been quiet for QUIET_SECS. None lost, none doubled.
+there, and the last of a burst is looked for once the stream falls quiet (a resync mark of
+the subscription). None lost, none doubled.
 
 `wait_terminal(run_ids, timeout)` subscribes to the same live events of the runs' trees and
-reads the runs' statuses after subscribing, then again when a terminal event of one of them
-arrives, and once when its trees fall quiet after live events (QUIET_SECS): no periodic re-read.
+reads the runs' statuses after subscribing; a run's terminal event ends its wait, and a resync
+mark (once after a burst) reads the statuses again: no periodic re-read.
 
 Where live events come from: a subscriber registers with this process's subscribers of its
 trees (`events.subscribe`), which `events.deliver` calls with each event. A subscriber lives
@@ -51,8 +51,8 @@ STOP_TYPE = "live.stop"
 STOP_SECS = 10.0
 RETRY_SECS = 1.0  # after a failed receive (Redis restarting): wait, join the groups again
 # A message the channel layer dropped is found in the table when a later one shows the gap; the
-# last message of a burst has no later one. So once a stream has been quiet this long after
-# live news, it reads the table once more: one query per burst, none while a tree sleeps.
+# last of a burst has none, so a subscription quiet this long after live events gives a resync
+# mark (`Subscription.get`): one table read per burst, none while a tree sleeps.
 QUIET_SECS = 2.0
 
 # The type of the mark a subscription gets when live events of its tree may have been lost
@@ -84,19 +84,30 @@ async def read(fn: Callable[[], T]) -> T:
 
 class Subscription:
     """The live events of some trees, published after it started, in the order they arrived;
-    a resync mark (`is_resync`) in between when some may have been lost."""
+    a resync mark (`is_resync`) in between when some may have been lost: when receiving from
+    the channel layer failed, and once QUIET_SECS after live events when nothing followed them
+    (the layer may have dropped the last of a burst, and no later one shows the gap)."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.quiet_at: float | None = None
 
     async def get(self, timeout: float | None = None) -> dict[str, Any] | None:
         """The next live event (or resync mark), or None when `timeout` seconds passed first."""
-        if timeout is None:
-            return await self.queue.get()
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        wake = min((t for t in (deadline, self.quiet_at) if t is not None), default=None)
         try:
-            return await asyncio.wait_for(self.queue.get(), max(0.0, timeout))
+            if wake is None:
+                item = await self.queue.get()
+            else:
+                item = await asyncio.wait_for(self.queue.get(), max(0.0, wake - time.monotonic()))
         except TimeoutError:
+            if self.quiet_at is not None and self.quiet_at <= time.monotonic():
+                self.quiet_at = None
+                return {"type": RESYNC_TYPE, "id": 0}
             return None
+        self.quiet_at = None if is_resync(item) else time.monotonic() + QUIET_SECS
+        return item
 
 
 def is_resync(item: dict[str, Any]) -> bool:
@@ -295,29 +306,21 @@ async def tree_events(
     root = str(root_id)
     only = str(run_id) if run_id is not None else None
     last = after
-    look_at: float | None = None  # when to read the table once more (QUIET_SECS after live news)
     async with subscribe([root]) as live:
         async for event in stored_events(root, last, run_id=only):
             yield event
             last = int(event["id"])
         while True:
             yield None
-            now = time.monotonic()
-            if until is not None and until <= now:
-                return
-            if look_at is not None and look_at <= now:
-                look_at = None
-                async for event in stored_events(root, last, run_id=only):
-                    yield event
-                    last = int(event["id"])
-                continue
-            deadlines = [t for t in (until, look_at) if t is not None]
-            if idle is not None:
-                deadlines.append(now + idle)
-            item = await live.get(min(deadlines) - now if deadlines else None)
+            timeout = idle
+            if until is not None:
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    return
+                timeout = remaining if timeout is None else min(timeout, remaining)
+            item = await live.get(timeout)
             if item is None:
                 continue
-            look_at = time.monotonic() + QUIET_SECS
             if is_resync(item):
                 before = None
             elif (only is not None and item.get("run_id") != only) or int(item["id"]) <= last:
@@ -353,16 +356,10 @@ async def wait_terminal(run_ids: Iterable[Any], timeout: float) -> bool:
     async with subscribe(root for _, root in going) as live:
         # Read again now that the subscription is in place: a run that ended in between is seen.
         waiting = {run for run, _ in await read(functools.partial(_unfinished, sorted(waiting)))}
-        look_at: float | None = None  # as in tree_events: one more read after a burst
         while waiting:
-            item = await live.get(min(deadline, look_at or deadline) - time.monotonic())
-            if item is None and time.monotonic() < deadline:
-                look_at = None
-                waiting = {run for run, _ in await read(functools.partial(_unfinished, sorted(waiting)))}
-                continue
+            item = await live.get(deadline - time.monotonic())
             if item is None:  # the time is up: one last look
                 return not await read(functools.partial(_unfinished, sorted(waiting)))
-            look_at = time.monotonic() + QUIET_SECS
             if is_resync(item):
                 waiting = {run for run, _ in await read(functools.partial(_unfinished, sorted(waiting)))}
             elif item.get("type") in TERMINAL_EVENT_TYPES:
