@@ -364,7 +364,7 @@ async def wait_terminal(run_ids: Iterable[Any], timeout: float) -> bool:
                 waiting = {run for run, _ in await read(functools.partial(_unfinished, sorted(waiting)))}
             elif item.get("type") in TERMINAL_EVENT_TYPES:
                 # Published after the commit that made the run terminal, and a terminal status
-                # never changes: no need to read the others again (1,000 waited runs would
-                # otherwise be 1,000 reads of up to 1,000 rows).
+                # never changes: the others need no new read (one per ending would make a wait
+                # on many runs quadratic in their number).
                 waiting.discard(item.get("run_id"))
     return True
