@@ -9,6 +9,17 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled
 ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running", "waiting", "awaiting_approval"})
 
 
+class RunQuerySet(models.QuerySet["Run"]):
+    def one(self) -> Run | None:
+        """The one run these filters select (by primary key), or None. `get()` leaves out the
+        ORDER BY of Meta.ordering that `first()` compiles, which costs more than the read
+        itself; the engine reads a run this way at every step."""
+        try:
+            return self.get()
+        except self.model.DoesNotExist:
+            return None
+
+
 class Run(models.Model):
     class Kind(models.TextChoices):
         TOP_LEVEL = "top_level"
@@ -121,6 +132,8 @@ class Run(models.Model):
     deferred = models.BooleanField(default=False)
     # A steer or an announce waits to be delivered before the next model turn.
     has_inbox = models.BooleanField(default=False)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

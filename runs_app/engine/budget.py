@@ -48,7 +48,7 @@ def output_budget_refusal(run: Run) -> str | None:
     budget covers the run that holds it and all its descendants. The holders were listed when
     the run was admitted (`Run.budget_holders`)."""
     for holder_id in run.budget_holders:
-        holder = run if str(holder_id) == str(run.pk) else Run.objects.filter(pk=holder_id).first()
+        holder = run if str(holder_id) == str(run.pk) else Run.objects.filter(pk=holder_id).one()
         budget = policy_of(holder).runtime.max_output_tokens if holder is not None else 0
         if budget:
             used = subtree_output_tokens(holder_id)

@@ -58,7 +58,7 @@ def claim(run_id: Any) -> Run | None:
     limit = max_concurrent_runs()
     with transaction.atomic():
         _claim_lock()
-        run = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).first()
+        run = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).one()
         if run is None:
             return None
         now = timezone.now()

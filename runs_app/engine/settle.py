@@ -40,7 +40,7 @@ def run_finish(
     False when it was terminal already (or, with `owner`, no longer this worker's)."""
     assert status in TERMINAL_STATUSES
     if not isinstance(run, Run):
-        found = Run.objects.filter(pk=run).first()
+        found = Run.objects.filter(pk=run).one()
         if found is None:
             return False
         run = found
@@ -90,8 +90,10 @@ def _settle_parent_call(child: Run) -> None:
     """Complete the parent's tool call that waits on `child` if every child of it has ended."""
     call_id = child.parent_call_id
     assert call_id is not None
-    call = ToolCall.objects.select_for_update(of=("self",)).select_related("run").filter(pk=call_id).first()
-    if call is None or call.status != ToolCall.Status.PENDING:
+    calls = ToolCall.objects.select_for_update(of=("self",)).select_related("run")
+    try:
+        call = calls.get(pk=call_id, status=ToolCall.Status.PENDING)
+    except ToolCall.DoesNotExist:
         return
     parent = call.run
     if call.wait_kind == "parallel":

@@ -75,9 +75,9 @@ def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
     turn = Turn.from_json(answer)
     run = Run.objects.filter(
         pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False
-    ).first()
+    ).one()
     if run is None:
-        stopped = Run.objects.filter(pk=run_id).first()
+        stopped = Run.objects.filter(pk=run_id).one()
         if stopped is not None:
             _settle_reservation(stopped, turn, 0.0 if turn.failure else _cost(policy_of(stopped), turn))
         return
@@ -120,7 +120,7 @@ def drive(claimed: Run, answered: Turn | None = None) -> None:
 
 def current(run_id: Any, transcript: Transcript) -> Step | None:
     """The run as it is now, if it is still running and ours."""
-    run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).first()
+    run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).one()
     return Step(run, policy_of(run), transcript) if run is not None else None
 
 

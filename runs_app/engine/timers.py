@@ -23,7 +23,7 @@ def expire_call(call_id: int) -> bool:
 
 
 def expire_run(run_id: Any) -> bool:
-    run = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).first()
+    run = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).one()
     if run is None or run.deadline is None:
         return False
     left = (run.deadline - timezone.now()).total_seconds()
