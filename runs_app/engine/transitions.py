@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.db.models.expressions import Combinable
 
 from runs_app import events
@@ -60,9 +60,16 @@ def lock_run(run_id: Any) -> None:
 def blocking(run_id: Any) -> tuple[int, int]:
     """How many pending tool calls a run still waits on, and how many of those are approvals
     not yet given. An approved call stays pending until the run executes it, but it blocks
-    nothing: the run runs it when it resumes."""
-    pending = ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.PENDING).exclude(
-        wait_kind="approval", approval__status=Approval.Status.APPROVED
+    nothing: the run runs it when it resumes. Counted here from the few pending rows: one
+    plain SELECT, where an aggregate over the same rows compiles three times the SQL."""
+    pending = ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.PENDING).values_list(
+        "wait_kind", "approval__status"
     )
-    counts = pending.aggregate(n=Count("pk"), asks=Count("pk", filter=Q(wait_kind="approval")))
-    return counts["n"], counts["asks"]
+    asks = n = 0
+    for wait_kind, approval in pending:
+        if wait_kind == "approval":
+            if approval == Approval.Status.APPROVED:
+                continue
+            asks += 1
+        n += 1
+    return n, asks
