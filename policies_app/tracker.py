@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 from typing import TypedDict
 
 from django.db import transaction
-from django.db.models import F, Sum, Value
+from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -82,8 +82,9 @@ def tracker_record_action(
 
 
 def _cost_on(key: str, day: date) -> float:
-    total = TrackerCost.objects.filter(tracker__key=key, day=day).aggregate(s=Sum("cents"))["s"]
-    return float(total or 0)
+    # One row per tracker and day (the tracker_cost_per_day constraint): read, not summed.
+    cents = TrackerCost.objects.filter(tracker__key=key, day=day).values_list("cents", flat=True)
+    return float(next(iter(cents), 0.0))
 
 
 def tracker_check_cost(*, key: str, max_cost_per_day_cents: int, now: datetime | None = None) -> None:
