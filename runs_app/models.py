@@ -11,9 +11,9 @@ ACTIVE_STATUSES: frozenset[str] = frozenset({"queued", "running", "waiting", "aw
 
 class RunQuerySet(models.QuerySet["Run"]):
     def one(self) -> Run | None:
-        """The one run these filters select (by primary key), or None. `get()` leaves out the
-        ORDER BY of Meta.ordering that `first()` compiles, which costs more than the read
-        itself; the engine reads a run this way at every step."""
+        """The one run these filters select (by primary key), or None. Unlike `first()`,
+        `get()` compiles no ORDER BY for Meta.ordering, which costs about as much again as the
+        read; the engine reads a run this way at every step."""
         try:
             return self.get()
         except self.model.DoesNotExist:
