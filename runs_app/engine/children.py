@@ -128,19 +128,8 @@ def create_run(
     `complete_turns`), or with `whole_history` every one as it is, system prompt included
     (resume)."""
     run_id = uuid.uuid4()
-    if policy is None:
-        assert parent is not None, "a run without a policy of its own runs under its parent's"
-        snapshot_id, policy = parent.snapshot_id, policy_of(parent)
-    else:
-        snapshot_id = snapshot_for(policy).digest
-    # The runs whose output-token budget this run spends (its own, if it has one, and its
-    # ancestors'), and how many characters of its final text its parent accepts.
-    holders = list(parent.budget_holders) if parent is not None else []
-    if policy.runtime.max_output_tokens:
-        holders.append(str(run_id))
-    result_chars = (
-        policy_of(parent).runtime.effective_max_tool_result_chars if parent else DEFAULT_TOOL_RESULT_CHARS
-    )
+    snapshot_id, policy = _frozen(policy, parent)
+    holders, result_chars = _tree_facts(run_id, policy, parent)
     now = timezone.now()
     run = Run.objects.create(
         id=run_id,
@@ -182,22 +171,33 @@ def create_run(
         turns=turns,
     )
     Message.objects.bulk_create(_first_messages(run, system_prompt, history, whole_history, first_message))
+    queued = {"agent": agent, "kind": kind, "mode": mode, "execution": execution}
     events.emit(
-        run,
-        "run.queued",
-        {
-            "agent": agent,
-            "kind": kind,
-            "mode": mode,
-            "execution": execution,
-            "parent_id": str(parent.pk) if parent else None,
-            "prompt": prompt[:500],
-        },
+        run, "run.queued", {**queued, "parent_id": str(parent.pk) if parent else None, "prompt": prompt[:500]}
     )
     dispatch.runnable(run.pk)
     if timeout_secs:
         dispatch.later(dispatch.EXPIRE_RUN_TASK, [str(run.pk)], countdown=timeout_secs)
     return run
+
+
+def _frozen(policy: FrozenPolicy | None, parent: Run | None) -> tuple[str | None, FrozenPolicy]:
+    """The new run's snapshot digest and policy: its own, or (a subagent) its parent's."""
+    if policy is None:
+        assert parent is not None, "a run without a policy of its own runs under its parent's"
+        return parent.snapshot_id, policy_of(parent)
+    return snapshot_for(policy).digest, policy
+
+
+def _tree_facts(run_id: uuid.UUID, policy: FrozenPolicy, parent: Run | None) -> tuple[list[str], int]:
+    """The runs whose output-token budget the new run spends (its own, if it has one, and its
+    ancestors'), and how many characters of its final text its parent accepts."""
+    holders = list(parent.budget_holders) if parent is not None else []
+    if policy.runtime.max_output_tokens:
+        holders.append(str(run_id))
+    if parent is None:
+        return holders, DEFAULT_TOOL_RESULT_CHARS
+    return holders, policy_of(parent).runtime.effective_max_tool_result_chars
 
 
 def _first_messages(
