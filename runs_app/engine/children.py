@@ -171,10 +171,9 @@ def create_run(
         turns=turns,
     )
     Message.objects.bulk_create(_first_messages(run, system_prompt, history, whole_history, first_message))
-    queued = {"agent": agent, "kind": kind, "mode": mode, "execution": execution}
-    events.emit(
-        run, "run.queued", {**queued, "parent_id": str(parent.pk) if parent else None, "prompt": prompt[:500]}
-    )
+    data = {"agent": agent, "kind": kind, "mode": mode, "execution": execution,
+            "parent_id": str(parent.pk) if parent else None, "prompt": prompt[:500]}  # fmt: skip
+    events.emit(run, "run.queued", data)
     dispatch.runnable(run.pk)
     if timeout_secs:
         dispatch.later(dispatch.EXPIRE_RUN_TASK, [str(run.pk)], countdown=timeout_secs)
