@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from runs_app.engine import heartbeat
+from runs_app.engine import claims, heartbeat
 from runs_app.engine.children import stored_conversation
 from runs_app.engine.settle import run_finish
 from runs_app.models import TERMINAL_STATUSES, Announce, Message, Run, RunEvent, Schedule, ToolCall
@@ -375,6 +375,15 @@ def test_max_concurrent_runs_queues_extra_runs_until_a_slot_frees() -> None:
     spans = sorted((at(r.started_at), at(r.finished_at)) for r in done)
     for (_, end), (begin, _) in zip(spans, spans[1:], strict=False):
         assert end <= begin, "two runs ran at once"
+
+
+def test_a_saved_max_concurrent_runs_holds_for_the_next_claim() -> None:
+    """The limit is read again at most once a second, but a save in this process applies to
+    the runs claimed after it at once: no run started after the save runs beside another."""
+    setup({"turns": [{"say": "ok"}]}, extra="[delegate]\nmax_concurrent_runs = 5\n")
+    assert claims.max_concurrent_runs() == 5
+    setup({"turns": [{"say": "ok"}]}, extra="[delegate]\nmax_concurrent_runs = 1\n")
+    assert claims.max_concurrent_runs() == 1
 
 
 def test_max_concurrent_runs_of_one_still_completes_a_tree() -> None:
