@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agents_app.roles import has_role
 from agents_app.selectors import config_snapshot_get
-from agents_app.snapshot import AgentSpec
+from agents_app.snapshot import AgentSpec, ConfigSnapshot
 from policies_app.policy import ALL_TOOLS, filter_tools
 from runs_app import events
 from runs_app.engine import messages as msg
@@ -39,9 +39,26 @@ class RunServiceError(Exception):
         self.code = code  # invalid | not_found | forbidden | conflict
 
 
+# The policy new runs of each agent are admitted under, for the configuration in force: built
+# by the first run of the agent after a save (config_snapshot_get then hands out a new
+# snapshot), and handed to every later one, so that its stored snapshot is known by the object
+# (frozen.snapshot_for) instead of being digested and looked up again per run.
+_admitted: tuple[ConfigSnapshot | None, dict[str, tuple[AgentSpec, FrozenPolicy]]] = (None, {})
+
+
 def agent_policy(alias: str) -> tuple[AgentSpec, FrozenPolicy]:
     """The frozen policy a new top-level run of `alias` runs under."""
+    global _admitted
     snap = config_snapshot_get()
+    if _admitted[0] is not snap:
+        _admitted = (snap, {})
+    found = _admitted[1].get(alias)
+    if found is None:
+        found = _admitted[1][alias] = _admission(snap, alias)
+    return found
+
+
+def _admission(snap: ConfigSnapshot, alias: str) -> tuple[AgentSpec, FrozenPolicy]:
     spec = snap.agents.get(alias)
     if spec is None:
         raise RunServiceError(f"Unknown agent '{alias}'", "not_found")

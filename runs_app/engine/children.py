@@ -185,7 +185,7 @@ def _frozen(policy: FrozenPolicy | None, parent: Run | None) -> tuple[str | None
     if policy is None:
         assert parent is not None, "a run without a policy of its own runs under its parent's"
         return parent.snapshot_id, policy_of(parent)
-    return snapshot_for(policy).digest, policy
+    return snapshot_for(policy), policy
 
 
 def _tree_facts(run_id: uuid.UUID, policy: FrozenPolicy, parent: Run | None) -> tuple[list[str], int]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
+from django.db import transaction
+
 from agents_app.snapshot import ConfigSnapshot, ProviderSpec
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 from runs_app.engine.providers import ModelProvider, build_provider, resolve_chain
@@ -85,12 +87,31 @@ def provider_chain(snapshot: ConfigSnapshot, provider: ProviderSpec) -> dict[str
     return {spec.ref: spec for spec in resolve_chain(provider, snapshot.providers)}
 
 
-def snapshot_for(policy: FrozenPolicy) -> PolicySnapshot:
-    """The stored snapshot of `policy`, created the first time this content is seen."""
+def snapshot_for(policy: FrozenPolicy) -> str:
+    """The digest of `policy`'s stored snapshot, whose row is created the first time this
+    content is seen. The same policy object asked again (runs_app.services hands one to every
+    new run of an agent until the configuration changes) is not looked up again."""
+    known = _stored.get(id(policy))
+    if known is not None and known[0] is policy:
+        return known[1]
     data = policy.to_json()
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-    row, _ = PolicySnapshot.objects.get_or_create(digest=digest, defaults={"data": data})
-    return row
+    PolicySnapshot.objects.get_or_create(digest=digest, defaults={"data": data})
+    transaction.on_commit(lambda: _remember(policy, digest))
+    return digest
+
+
+# Policies whose snapshot row is stored, by object. Added once the transaction that found or
+# wrote the row has committed, so a row that was rolled back is never taken as stored; an
+# entry holds its policy, so its id() is not reused by another object while it is here.
+_stored: dict[int, tuple[FrozenPolicy, str]] = {}
+STORED_MAX = 256
+
+
+def _remember(policy: FrozenPolicy, digest: str) -> None:
+    if len(_stored) >= STORED_MAX:
+        _stored.clear()
+    _stored[id(policy)] = (policy, digest)
 
 
 # A snapshot is known by the digest of its content, so a policy parsed once serves every later

@@ -162,8 +162,8 @@ def make_run(agent: str = "alpha", status: str = Run.Status.COMPLETED, **fields:
         "output_tokens": 5,
         "cost_cents": 0.25,
     }
-    if "snapshot" not in fields:
-        defaults["snapshot"] = snapshot_for(agent_policy(agent)[1])
+    if "snapshot" not in fields and "snapshot_id" not in fields:
+        defaults["snapshot_id"] = snapshot_for(agent_policy(agent)[1])
     defaults.update(fields)
     return Run.objects.create(**defaults)
 

@@ -23,5 +23,5 @@ def model_switch(ctx: LocalToolContext, args: dict[str, Any]) -> ToolResult:
     spec = row.to_spec()
     run = Run.objects.get(pk=ctx.run_id)
     policy = policy_of(run).with_provider(spec, provider_chain(config_snapshot_get(), spec))
-    Run.objects.filter(pk=run.pk).update(snapshot=snapshot_for(policy), provider_ref=ref)
+    Run.objects.filter(pk=run.pk).update(snapshot_id=snapshot_for(policy), provider_ref=ref)
     return ToolResult.ok(f"Switched to model provider '{ref}' ({row.model or row.type}).")
