@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs_app.engine.frozen import FrozenPolicy, policy_of, snapshot_for
 from runs_app.models import PolicySnapshot, Run
@@ -62,3 +64,17 @@ def test_a_run_keeps_the_script_it_was_admitted_with() -> None:
     assert wait_for(run.pk).output == "old script"
     assert finish("slow", "again").output == "new script"
     assert PolicySnapshot.objects.count() == 2
+
+
+def test_later_runs_of_an_agent_reuse_its_stored_snapshot_until_the_configuration_changes() -> None:
+    configure_boss("hi")
+    first = finish("boss", "one")
+    with CaptureQueriesContext(connection) as queries:
+        second = run_start(agent="boss", prompt="two")
+    assert second.snapshot_id == first.snapshot_id
+    assert not [q["sql"] for q in queries.captured_queries if "runs_app_policysnapshot" in q["sql"]]
+    wait_for(second.pk)
+    configure_boss("changed")
+    third = finish("boss", "three")
+    assert third.output == "changed" and third.snapshot_id != first.snapshot_id
+    assert PolicySnapshot.objects.filter(digest=third.snapshot_id).exists()
