@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def setup_django(*, workers: int = 2) -> Any:
+def setup_django(*, workers: int = 2, before_worker: Any = None) -> Any:
     """Configure Django on a fresh database (unless DATABASE_URL is set) and start the
-    in-process worker. Returns the worker."""
+    in-process worker. Returns the worker. `before_worker()` runs just before it starts (a
+    worker only consumes the tasks registered by then)."""
     if not os.environ.get("DATABASE_URL"):
         os.environ["DATA_DIR"] = tempfile.mkdtemp(prefix="clawboard-bench-")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zeroclaw_site.settings")
@@ -32,6 +33,8 @@ def setup_django(*, workers: int = 2) -> Any:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    if before_worker is not None:
+        before_worker()
     from zeroclaw_site.embedded import EmbeddedWorkerThread
 
     if (os.environ.get("CELERY_BROKER_URL") or "memory://").startswith("memory"):

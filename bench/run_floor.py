@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import configure_doc, median, table  # noqa: E402
+from _harness import configure_doc, median, setup_django, table  # noqa: E402
 from real_latency import WORKLOADS, clawboard_doc  # noqa: E402
 
 SERVER_PORT = 18997
@@ -46,30 +46,17 @@ SERVER_PORT = 18997
 
 def setup(workers: int) -> Any:
     """Django on a fresh SQLite database and the embedded worker, with a no-op task registered
-    before the worker starts (a worker only consumes the tasks it knows at start)."""
-    import tempfile
-
-    os.environ["DATA_DIR"] = tempfile.mkdtemp(prefix="clawboard-floor-")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zeroclaw_site.settings")
-    os.environ.setdefault("LOG_LEVEL", "ERROR")
-    os.environ.setdefault("DJANGO_DEBUG", "false")
-    os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from zeroclaw_site.celery import app
-    from zeroclaw_site.embedded import EmbeddedWorkerThread
-
+    before the worker starts."""
     done = Done()
 
-    @app.task(name="bench.noop", ignore_result=True)
-    def noop() -> None:
-        done.add()
+    def register() -> None:
+        from zeroclaw_site.celery import app
 
-    return EmbeddedWorkerThread(concurrency=workers).start(), done
+        @app.task(name="bench.noop", ignore_result=True)
+        def noop() -> None:
+            done.add()
+
+    return setup_django(workers=workers, before_worker=register), done
 
 
 class Done:
