@@ -14,6 +14,17 @@ parts the engine is built from, with no engine logic around them. Each part is m
               bench's model server answering at once, 50 calls at a time
   engine      for comparison, one top-level run through the real engine: process CPU (all
               threads) per run, --runs runs started at once against the same server
+  child minimal
+              the fewest writes one sequentially spawned child needs (spawn_overhead.py's
+              `sequential` workload): the parent's turn with its spawn_subagent call, the child
+              run and its first message; the child's claim; its answer, its end, the call's
+              result and the parent queued again; the parent's claim (15 statements in four
+              transactions, no read at all), beside `engine child`, the real engine's process
+              CPU per child for that workload (100 children, a scripted model)
+
+The table also prints the SQL statements each part executed per unit, counted on every
+connection through `connection.execute_wrapper` (each transaction's BEGIN included, so more than
+the figures above).
 
 The sum is a lower bound for any engine built from the ORM, Celery and the openai client in one
 process: N runs started at once cannot finish before N × floor of CPU has run under the GIL,
@@ -28,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -38,19 +50,48 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import configure_doc, median, setup_django, table  # noqa: E402
+from _harness import configure_doc, median, setup_django, table, wait_terminal  # noqa: E402
 from real_latency import WORKLOADS, clawboard_doc  # noqa: E402
+from spawn_overhead import coordinator_doc  # noqa: E402
 
 SERVER_PORT = 18997
 
 
+class Statements:
+    """The SQL statements every database connection of this process executes (`BEGIN` counted,
+    `COMMIT` not: Django commits through the driver), counted through Django's instrumentation
+    hook, `connection.execute_wrapper`, installed on each connection as it is made."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.lock = threading.Lock()
+        self.hooks = contextlib.ExitStack()  # the wrappers stay installed until the process ends
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        with self.lock:
+            self.n += 1
+        return execute(sql, params, many, context)
+
+    def install(self, connection: Any, **kwargs: Any) -> None:
+        self.hooks.enter_context(connection.execute_wrapper(self))
+
+
+STATEMENTS = Statements()
+
+
 def setup(workers: int) -> Any:
     """Django on a fresh SQLite database and the embedded worker, with a no-op task registered
-    before the worker starts."""
+    and the statements counted on every connection made from then on."""
     done = Done()
 
     def register() -> None:
+        from django.db import connection
+        from django.db.backends.signals import connection_created
+
         from zeroclaw_site.celery import app
+
+        STATEMENTS.install(connection)  # this thread's, made by the migrations
+        connection_created.connect(STATEMENTS.install, weak=False)
 
         @app.task(name="bench.noop", ignore_result=True)
         def noop() -> None:
@@ -76,8 +117,7 @@ class Done:
 def statements_once() -> None:
     """Today's statements of one top-level run (queued → completed, one model turn)."""
     from django.db import transaction
-    from django.db.models import Count, F, IntegerField, Subquery, Value
-    from django.db.models.functions import Coalesce
+    from django.db.models import F
     from django.utils import timezone
 
     from policies_app.models import TrackerCost
@@ -87,13 +127,12 @@ def statements_once() -> None:
         run = Run.objects.create(agent="bench", prompt="hello")
         Message.objects.create(run=run, seq=0, role="user", content="hello")
         RunEvent.objects.create(run=run, root_id=run.pk, type="run.queued", at=timezone.now(), data={})
-    with transaction.atomic():  # the claim
+    with transaction.atomic():  # the claim: the run, the room under the limit, the move
         run = Run.objects.get(pk=run.pk, status="queued")
-        running = Run.objects.filter(status="running").order_by().values("status")
-        count = Subquery(running.annotate(n=Count("pk")).values("n")[:1], output_field=IntegerField())
-        Run.objects.filter(pk=run.pk, status__in=["queued"]).alias(n=Coalesce(count, Value(0))).filter(
-            n__lt=8
-        ).update(status="running", owner="w", heartbeat_at=timezone.now(), deferred=False)
+        if Run.objects.filter(status="running").count() < 8:
+            Run.objects.filter(pk=run.pk, status__in=["queued"]).update(
+                status="running", owner="w", heartbeat_at=timezone.now(), deferred=False
+            )
         RunEvent.objects.create(run=run, root_id=run.pk, type="run.started", at=timezone.now(), data={})
     list(Message.objects.filter(run=run).order_by("seq"))  # the transcript
     list(TrackerCost.objects.filter(tracker__key="bench").values_list("cents", flat=True))
@@ -137,14 +176,82 @@ def minimal_once() -> None:
         RunEvent.objects.create(run=run, root_id=run.pk, type="run.completed", at=timezone.now(), data={})
 
 
-def cpu_per(fn: Any, n: int) -> float:
-    """CPU ms per call of `fn` in this thread, after a warm-up."""
+class Parent:
+    """The coordinator `child_once` spawns from, one child per model turn."""
+
+    def __init__(self) -> None:
+        from runs_app.models import Run
+
+        self.run = Run.objects.create(agent="bench", prompt="coordinate", status="running", owner="w")
+        self.seq = 0
+        self.turn = 0
+
+
+def child_once(parent: Parent) -> None:
+    """The fewest writes one sequentially spawned child needs (issue 14's `sequential` workload,
+    a scripted model): no read at all, so a strict lower bound. Four transactions: the
+    parent's turn calls spawn_subagent and waits; the child is claimed; the child answers, ends,
+    completes the parent's call and queues the parent; the parent is claimed again."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from runs_app.models import Message, Run, RunEvent, ToolCall
+
+    run, root = parent.run, parent.run.pk
+
+    def events(*items: tuple[Any, str]) -> None:
+        at = timezone.now()
+        RunEvent.objects.bulk_create(
+            [RunEvent(run_id=rid, root_id=root, type=t, at=at, data={}) for rid, t in items]
+        )
+
+    with transaction.atomic():  # the parent's turn: the tool result before it, its call
+        call_id = f"call_{parent.turn}"
+        Message.objects.bulk_create(
+            [
+                Message(
+                    run=run, seq=parent.seq, role="tool", content="ok", tool_call_id=f"call_{parent.turn - 1}"
+                ),
+                Message(run=run, seq=parent.seq + 1, role="assistant", tool_calls=[{"id": call_id}]),
+            ]
+        )
+        parent.seq += 2
+        call = ToolCall.objects.create(
+            run=run, turn=parent.turn, call_id=call_id, name="spawn_subagent", wait_kind="children"
+        )
+        child = Run.objects.create(
+            agent="bench", prompt="child: work", kind="subagent", parent=run, root=run, parent_call=call
+        )
+        Message.objects.create(run=child, seq=0, role="user", content="child: work")
+        Run.objects.filter(pk=run.pk, status="running").update(status="waiting")
+        events((run.pk, "tool.call"), (child.pk, "run.queued"), (run.pk, "run.waiting"))
+        parent.turn += 1
+    with transaction.atomic():  # the child is claimed
+        Run.objects.filter(pk=child.pk, status="queued").update(status="running", owner="w")
+        events((child.pk, "run.started"))
+    with transaction.atomic():  # the child answers and ends; the parent's call completes
+        Message.objects.create(run=child, seq=1, role="assistant", content="ok")
+        Run.objects.filter(pk=child.pk, status="running").update(status="completed", output="ok", owner="")
+        ToolCall.objects.filter(pk=call.pk, status="pending").update(status="done", result={"output": "ok"})
+        Run.objects.filter(pk=run.pk, status="waiting").update(status="queued")
+        events((child.pk, "run.completed"), (run.pk, "tool.result"), (run.pk, "run.queued"))
+    with transaction.atomic():  # the parent is claimed again
+        Run.objects.filter(pk=run.pk, status="queued").update(status="running", owner="w")
+        events((run.pk, "run.started"))
+
+
+def cpu_per(name: str, fn: Any, n: int) -> float:
+    """CPU ms per call of `fn` in this thread, after a warm-up (its statements in COUNTED[name])."""
     for _ in range(20):
         fn()
-    start = time.thread_time()
+    start, first = time.thread_time(), STATEMENTS.n
     for _ in range(n):
         fn()
+    COUNTED[name] = (STATEMENTS.n - first) / n
     return (time.thread_time() - start) / n * 1000
+
+
+COUNTED: dict[str, float] = {}  # SQL statements per unit, by part
 
 
 def task_cpu(done: Done, n: int) -> float:
@@ -206,9 +313,28 @@ def engine_cpu(url: str, n: int) -> float:
         async_to_sync(live.wait_terminal)(ids, 600)
 
     runs(20)
-    start = time.process_time()
+    start, first = time.process_time(), STATEMENTS.n
     runs(n)
+    COUNTED["engine"] = (STATEMENTS.n - first) / n
     return (time.process_time() - start) / n * 1000
+
+
+def engine_child_cpu(n: int) -> float:
+    """Process CPU ms per child through the real engine: spawn_overhead.py's `sequential`
+    coordinator (one spawn_subagent per scripted model turn) with `n` children."""
+    from runs_app.models import Run
+    from runs_app.services import run_start
+
+    configure_doc(coordinator_doc("sequential", n))
+    wait_terminal(run_start(agent="coordinator", prompt="coordinate").pk)  # warm-up
+    start, first = time.process_time(), STATEMENTS.n
+    run = wait_terminal(run_start(agent="coordinator", prompt="coordinate").pk)
+    spent = time.process_time() - start
+    COUNTED["engine child"] = (STATEMENTS.n - first) / n
+    children = Run.objects.filter(root_id=run.pk).count() - 1
+    if run.status != "completed" or children != n:
+        raise RuntimeError(f"sequential coordinator: {run.status}, {children} children")
+    return spent / n * 1000
 
 
 def main() -> None:
@@ -239,26 +365,38 @@ def main() -> None:
     try:
         url = f"http://127.0.0.1:{SERVER_PORT}"
         figures: dict[str, list[float]] = {
-            "engine": [], "statements": [], "minimal": [], "task": [], "model call": []
+            "engine": [], "statements": [], "minimal": [], "task": [], "model call": [],
+            "engine child": [], "child minimal": [],
         }  # fmt: skip
         for _ in range(args.repeat):
             figures["engine"].append(engine_cpu(url, args.runs))
-            figures["statements"].append(cpu_per(statements_once, args.runs))
-            figures["minimal"].append(cpu_per(minimal_once, args.runs))
+            figures["statements"].append(cpu_per("statements", statements_once, args.runs))
+            figures["minimal"].append(cpu_per("minimal", minimal_once, args.runs))
             figures["task"].append(task_cpu(done, args.runs))
             figures["model call"].append(model_call_cpu(url, args.runs))
+            figures["engine child"].append(engine_child_cpu(min(args.runs, 100)))
+            parent = Parent()
+            figures["child minimal"].append(
+                cpu_per("child minimal", lambda p=parent: child_once(p), args.runs)
+            )
     finally:
         worker.stop()
         server.terminate()
 
     med = {name: median(values) for name, values in figures.items()}
     rows = [
-        [name, f"{med[name]:.2f}", " / ".join(f"{v:.2f}" for v in values)] for name, values in figures.items()
+        [
+            name,
+            f"{med[name]:.2f}",
+            " / ".join(f"{v:.2f}" for v in values),
+            f"{COUNTED[name]:.1f}" if name in COUNTED else "",
+        ]
+        for name, values in figures.items()
     ]
     print(
         f"CPU ms per unit, median of {args.repeat} × {args.runs} ({time.strftime('%H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}):"
     )
-    print(table(["part", "median", "each"], rows))
+    print(table(["part", "median", "each", "SQL statements"], rows))
     floors = {
         "today's statements": med["statements"] + 2 * med["task"] + med["model call"],
         "minimal statements": med["minimal"] + 2 * med["task"] + med["model call"],
@@ -272,6 +410,12 @@ def main() -> None:
             ["floor per run (statements + 2 tasks + 1 model call)", "CPU ms"],
             [[k, f"{v:.2f}"] for k, v in floors.items()],
         )
+    )
+    child = med["child minimal"] + 2 * med["task"]
+    print()
+    print(
+        f"a sequential child: the engine {med['engine child']:.2f} ms; the fewest writes and its "
+        f"2 tasks {child:.2f} ms (issue 14's limit: 5 ms per child)"
     )
     peers = dict(item.split("=", 1) for item in args.peer)
     if peers:
