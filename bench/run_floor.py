@@ -190,6 +190,12 @@ class Parent:
         self.seq = 0
         self.turn = 0
 
+    def close(self) -> None:
+        """Ended, so that it takes no room under max_concurrent_runs from the engine's runs."""
+        from runs_app.models import Run
+
+        Run.objects.filter(pk=self.run.pk).update(status="completed", owner="")
+
 
 def child_once(parent: Parent) -> None:
     """The fewest writes one sequentially spawned child needs (issue 14's `sequential` workload,
@@ -522,10 +528,12 @@ def main() -> None:
             figures["child minimal"].append(
                 cpu_per("child minimal", lambda p=parent: child_once(p), args.runs)
             )
+            parent.close()
             parent, inserts = Parent(), raw_inserts()
             figures["child raw SQL"].append(
                 cpu_per("child raw SQL", lambda p=parent, i=inserts: child_raw(p, i), args.runs)
             )
+            parent.close()
     finally:
         worker.stop()
         server.terminate()
