@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ class Statements:
         self.n = 0
         self.lock = threading.Lock()
         self.hooks = contextlib.ExitStack()  # the wrappers stay installed until the process ends
+        self.installed: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         with self.lock:
@@ -77,7 +79,11 @@ class Statements:
         return execute(sql, params, many, context)
 
     def install(self, connection: Any, **kwargs: Any) -> None:
-        self.hooks.enter_context(connection.execute_wrapper(self))
+        """Once per connection object: it outlives the database connections it makes (a worker
+        thread's is closed and made again around tasks), and each would add a wrapper."""
+        if connection not in self.installed:
+            self.installed.add(connection)
+            self.hooks.enter_context(connection.execute_wrapper(self))
 
 
 STATEMENTS = Statements()
