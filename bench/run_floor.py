@@ -95,12 +95,12 @@ def setup(workers: int) -> Any:
     done = Done()
 
     def register() -> None:
-        from django.db import connection
+        from django.db import DEFAULT_DB_ALIAS, connections
         from django.db.backends.signals import connection_created
 
         from zeroclaw_site.celery import app
 
-        STATEMENTS.install(connection)  # this thread's, made by the migrations
+        STATEMENTS.install(connections[DEFAULT_DB_ALIAS])  # this thread's, made by the migrations
         connection_created.connect(STATEMENTS.install, weak=False)
 
         @app.task(name="bench.noop", ignore_result=True)
