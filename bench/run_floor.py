@@ -56,9 +56,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import configure_doc, median, setup_django, table, wait_terminal  # noqa: E402
+from _harness import configure_doc, median, setup_django, table  # noqa: E402
 from real_latency import WORKLOADS, clawboard_doc  # noqa: E402
-from spawn_overhead import coordinator_doc  # noqa: E402
+from spawn_overhead import coordinator_doc, one_run  # noqa: E402
 
 SERVER_PORT = 18997
 # Issue 18's targets: within 1.05× of the better peer, and 1,000 runs within 2× of it.
@@ -480,18 +480,14 @@ def engine_cpu(url: str, n: int) -> float:
 def engine_child_cpu(n: int) -> float:
     """Process CPU ms per child through the real engine: spawn_overhead.py's `sequential`
     coordinator (one spawn_subagent per scripted model turn) with `n` children."""
-    from runs_app.models import Run
-    from runs_app.services import run_start
-
     configure_doc(coordinator_doc("sequential", n))
-    wait_terminal(run_start(agent="coordinator", prompt="coordinate").pk)  # warm-up
+    one_run("sequential", n)  # warm-up
     start, first = time.process_time(), STATEMENTS.n
-    run = wait_terminal(run_start(agent="coordinator", prompt="coordinate").pk)
+    _, children = one_run("sequential", n)
     spent = time.process_time() - start
     COUNTED["engine child"] = (STATEMENTS.n - first) / n
-    children = Run.objects.filter(root_id=run.pk).count() - 1
-    if run.status != "completed" or children != n:
-        raise RuntimeError(f"sequential coordinator: {run.status}, {children} children")
+    if children != n:
+        raise RuntimeError(f"sequential coordinator: {children} children, expected {n}")
     return spent / n * 1000
 
 
