@@ -36,6 +36,15 @@ class Run(models.Model):
         BACKGROUND = "background"
         PARALLEL = "parallel"
 
+    class SpawnSite(models.TextChoices):
+        """Where the run was started (the structured logs' and the traces' `spawn_site`)."""
+
+        SPAWN_SUBAGENT = "spawn_subagent"
+        DELEGATE = "delegate"
+        CRON = "cron"
+        REST = "rest"
+        DASHBOARD = "dashboard"
+
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
@@ -64,6 +73,7 @@ class Run(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TOP_LEVEL)
     mode = models.CharField(max_length=16, choices=Mode.choices, blank=True, default="")
     execution = models.CharField(max_length=16, choices=Execution.choices, default=Execution.SYNC)
+    spawn_site = models.CharField(max_length=16, choices=SpawnSite.choices, blank=True, default="")
     depth = models.PositiveSmallIntegerField(default=0)
     spawn_depth = models.PositiveSmallIntegerField(default=0)
     session_key = models.CharField(max_length=80, blank=True, default="")
@@ -166,6 +176,8 @@ class ToolCall(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         DONE = "done"
+        # Closed unanswered because its run ended (cancelled, timed out, lost).
+        CANCELLED = "cancelled"
 
     # indexed by (run, status) and (run, turn) below
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
@@ -174,11 +186,13 @@ class ToolCall(models.Model):
     call_id = models.CharField(max_length=100)
     name = models.CharField(max_length=64)
     arguments = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING, db_index=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
     result = models.JSONField(null=True, blank=True)
     wait_kind = models.CharField(max_length=16, blank=True, default="")  # children | approval | yield | await
     deadline = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the call stopped being pending (done or cancelled); None while pending.
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["turn", "position"]
@@ -324,3 +338,24 @@ class PolicySnapshot(models.Model):
 
     def __str__(self) -> str:
         return self.digest[:12]
+
+
+class McpServerState(models.Model):
+    """What the workers last saw of an MCP server, for the dashboard: the tools it listed, its
+    last error and its last call. One row per server name, written by whichever worker last
+    talked to it."""
+
+    server = models.CharField(max_length=64, unique=True)
+    tools = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_call_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["server"]
+        verbose_name = "MCP server state"
+
+    def __str__(self) -> str:
+        return self.server
