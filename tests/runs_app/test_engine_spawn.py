@@ -349,7 +349,7 @@ def test_child_provider_error_gives_subagent_run_failed() -> None:
     assert child.status == "failed"
     assert child.error == (
         "All model providers/models failed after 2 failure event(s). Events:\n"
-        "event 1 (retry 1/2): boom\nevent 2 (retry 2/2): boom"
+        "event 1 (retry 1/2): scripted.boss/boss-1: boom\nevent 2 (retry 2/2): scripted.boss/boss-1: boom"
     )
     assert call_results(run) == [fail(f"subagent run failed: {child.error}")]
     assert run.status == "completed"

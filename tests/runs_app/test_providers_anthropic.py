@@ -154,8 +154,8 @@ def test_errors_retry_timeout_and_no_leaks(server: FakeServer, caplog: pytest.Lo
         build_provider(spec(server.url, timeout_secs=1), {}, backoff_secs=0.01).complete(request())
     assert str(info.value) == (
         "All model providers/models failed after 2 failure event(s). Events:\n"
-        "event 1 (retry 1/2): timeout\n"
-        "event 2 (retry 2/2): HTTP 400"
+        "event 1 (retry 1/2): anthropic.claude/claude-test: timeout\n"
+        "event 2 (retry 2/2): anthropic.claude/claude-test: HTTP 400"
     )
     shown = "".join(traceback.format_exception(info.value))
     for leak in (SECRET, BODY_MARKER, server.url):

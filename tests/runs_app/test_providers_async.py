@@ -134,7 +134,7 @@ async def test_openai_acomplete_sends_and_parses_like_complete(server: KeepAlive
         (failure(500), "HTTP 500", True),
         (failure(429), "HTTP 429", True),
         (failure(401), "HTTP 401", False),
-        (Reply(200, "not json"), "invalid response", True),
+        (Reply(200, "not json"), "invalid response: the body is not JSON", True),
     ],
 )
 async def test_openai_acomplete_errors_are_the_same_reasons(

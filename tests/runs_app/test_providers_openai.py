@@ -275,14 +275,114 @@ def test_empty_or_think_only_is_invalid_semantic_completion(server: FakeServer, 
     assert info.value.reason == "invalid semantic completion"
 
 
-def test_malformed_tool_arguments_are_an_invalid_completion(server: FakeServer) -> None:
+SHELL = ToolSpec("shell", "Run a command", {"type": "object", "properties": {"command": {"type": "string"}}})
+
+
+def call(name: Any, arguments: Any, **extra: Any) -> dict[str, Any]:
+    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}, **extra}
+
+
+def test_tools_are_offered_with_tool_choice_auto(server: FakeServer) -> None:
+    # OpenAI's default when tools are sent; llama-cpp-python's function-calling chat formats
+    # ignore the tools without it (tests/realmodel/test_provider_quirks.py).
+    server.replies += [completion("with tools"), completion("without")]
+    provider = OpenAICompatProvider(spec(server.url))
+    provider.complete(request(tools=[SHELL]))
+    provider.complete(request())
+    assert server.requests[0]["body"]["tool_choice"] == "auto"
+    assert "tool_choice" not in server.requests[1]["body"]
+    assert "tools" not in server.requests[1]["body"]
+
+
+@pytest.mark.parametrize(
+    ("tool_call", "reason"),
+    [
+        (call("shell", "{oops"), "malformed tool call: the arguments of 'shell' are not a JSON object"),
+        (call("shell", "[1, 2]"), "malformed tool call: the arguments of 'shell' are not a JSON object"),
+        (call("shell", 7), "malformed tool call: the arguments of 'shell' are not a JSON object"),
+        (call("rm_rf", "{}"), "malformed tool call: a tool that was not offered"),
+        (call("", "{}"), "malformed tool call: a tool call without a name"),
+        (call(3, "{}"), "malformed tool call: a tool call without a name"),
+        ({"id": "c1", "type": "function"}, "malformed tool call: a tool call without a name"),
+        ("shell", "malformed tool call: a tool call that is not an object"),
+    ],
+)
+def test_malformed_tool_call_is_a_provider_failure_not_an_empty_answer(
+    server: FakeServer, tool_call: Any, reason: str
+) -> None:
+    server.replies.append(completion(None, [tool_call]))
+    with pytest.raises(ProviderError) as info:
+        OpenAICompatProvider(spec(server.url)).complete(request(tools=[SHELL]))
+    assert info.value.reason == reason
+    assert info.value.retryable
+    assert not isinstance(info.value, InvalidCompletion)
+
+
+def test_tool_call_arguments_as_an_object_or_without_type_are_accepted(server: FakeServer) -> None:
+    # Some OpenAI-compatible servers send the arguments parsed, or leave `type` out.
     server.replies.append(
         completion(
-            None, [{"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{oops"}}]
+            None, [call("shell", {"command": "ls"}), {"function": {"name": "shell", "arguments": None}}]
         )
     )
-    with pytest.raises(InvalidCompletion, match="invalid tool call arguments"):
+    reply = OpenAICompatProvider(spec(server.url)).complete(request(tools=[SHELL], turn_index=4))
+    assert reply.tool_calls == [
+        ToolCallRequest("c1", "shell", {"command": "ls"}),
+        ToolCallRequest("call_4_1", "shell", {}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("not json", "invalid response: the body is not JSON"),
+        ("<html>502 Bad Gateway</html>", "invalid response: the body is not JSON"),
+        ({}, "invalid response: not a chat completion"),
+        ([], "invalid response: not a chat completion"),
+        ({"choices": "x"}, "invalid response: not a chat completion"),
+        ({"choices": [{"message": "hi"}]}, "invalid response: not a chat completion"),
+        ({"error": {"message": "overloaded"}}, "invalid response: not a chat completion"),
+    ],
+)
+def test_body_that_is_not_a_chat_completion_is_an_invalid_response(
+    server: FakeServer, body: Any, reason: str
+) -> None:
+    # Only a server of the test's own sends these: the real one always answers JSON.
+    server.replies.append(Reply(200, body if isinstance(body, str) else json.dumps(body)))
+    with pytest.raises(ProviderError) as info:
         OpenAICompatProvider(spec(server.url)).complete(request())
+    assert info.value.reason == reason
+    assert info.value.retryable
+
+
+async def test_async_call_gives_the_same_reasons(server: FakeServer) -> None:
+    server.replies += [Reply(200, "not json"), completion(None, [call("rm_rf", "{}")])]
+    provider = OpenAICompatProvider(spec(server.url))
+    with pytest.raises(ProviderError, match="^invalid response: the body is not JSON$"):
+        await provider.acomplete(request())
+    with pytest.raises(ProviderError, match="^malformed tool call: a tool that was not offered$"):
+        await provider.acomplete(request(tools=[SHELL]))
+
+
+def test_malformed_answers_move_on_to_the_fallback_named_in_the_error(servers: list[FakeServer]) -> None:
+    primary_server, backup_server = FakeServer(), FakeServer()
+    servers += [primary_server, backup_server]
+    primary_server.replies += [Reply(200, "not json"), completion(None, [call("shell", "{oops")])]
+    backup_server.replies += [completion(None, [call("rm_rf", "{}")])] * 2
+    primary = spec(primary_server.url, alias="primary", fallback=("vllm.backup",))
+    backup = spec(backup_server.url, alias="backup", type="vllm", model="qwen")
+    provider = build_provider(primary, {primary.ref: primary, backup.ref: backup}, backoff_secs=0)
+    with pytest.raises(AllProvidersFailed) as info:
+        provider.complete(request(tools=[SHELL]))
+    assert str(info.value) == (
+        "All model providers/models failed after 4 failure event(s). Events:\n"
+        "event 1 (retry 1/2): openai.primary/gpt-test: invalid response: the body is not JSON\n"
+        "event 2 (retry 2/2): openai.primary/gpt-test: malformed tool call: the arguments of 'shell' "
+        "are not a JSON object\n"
+        "event 3 (retry 1/2): vllm.backup/qwen: malformed tool call: a tool that was not offered\n"
+        "event 4 (retry 2/2): vllm.backup/qwen: malformed tool call: a tool that was not offered"
+    )
+    assert not info.value.invalid_completion
 
 
 def test_http_500_then_recovery_by_retry(server: FakeServer) -> None:
@@ -300,7 +400,7 @@ def test_client_error_is_not_retried_on_the_same_model(server: FakeServer) -> No
     with pytest.raises(AllProvidersFailed) as info:
         reliable(spec(server.url)).complete(request())
     assert len(server.requests) == 1
-    assert str(info.value).endswith("event 1 (retry 1/2): HTTP 401")
+    assert str(info.value).endswith("event 1 (retry 1/2): openai.main/gpt-test: HTTP 401")
 
 
 def test_timeout(server: FakeServer) -> None:
@@ -364,11 +464,11 @@ def test_aggregate_error_text_whole(servers: list[FakeServer], caplog: pytest.Lo
 
     assert str(info.value) == (
         "All model providers/models failed after 5 failure event(s). Events:\n"
-        "event 1 (retry 1/2): HTTP 500\n"
-        "event 2 (retry 2/2): invalid semantic completion\n"
-        "event 3 (retry 1/2): HTTP 404\n"
-        "event 4 (retry 1/2): connection error\n"
-        "event 5 (retry 2/2): connection error"
+        "event 1 (retry 1/2): openai.primary/gpt-test: HTTP 500\n"
+        "event 2 (retry 2/2): openai.primary/gpt-test: invalid semantic completion\n"
+        "event 3 (retry 1/2): openai.primary/gpt-small: HTTP 404\n"
+        "event 4 (retry 1/2): vllm.local/qwen: connection error\n"
+        "event 5 (retry 2/2): vllm.local/qwen: connection error"
     )
     assert not info.value.invalid_completion
     assert [(e.provider_ref, e.model) for e in info.value.events] == [

@@ -134,14 +134,14 @@ def test_aggregate_text_lists_eight_events_then_the_rest_omitted() -> None:
     assert str(info.value) == "\n".join(
         [
             HEADER.format(n=10),
-            "event 1 (retry 1/2): HTTP 500",
-            "event 2 (retry 2/2): timeout",
-            "event 3 (retry 1/2): HTTP 501",
-            "event 4 (retry 2/2): timeout",
-            "event 5 (retry 1/2): HTTP 502",
-            "event 6 (retry 2/2): timeout",
-            "event 7 (retry 1/2): HTTP 503",
-            "event 8 (retry 2/2): timeout",
+            "event 1 (retry 1/2): openai.p0/m: HTTP 500",
+            "event 2 (retry 2/2): openai.p0/m: timeout",
+            "event 3 (retry 1/2): openai.p1/m: HTTP 501",
+            "event 4 (retry 2/2): openai.p1/m: timeout",
+            "event 5 (retry 1/2): openai.p2/m: HTTP 502",
+            "event 6 (retry 2/2): openai.p2/m: timeout",
+            "event 7 (retry 1/2): openai.p3/m: HTTP 503",
+            "event 8 (retry 2/2): openai.p3/m: timeout",
             "[2 additional failure event(s) omitted]",
         ]
     )
@@ -180,7 +180,7 @@ def test_unexpected_exception_is_an_event_without_its_text() -> None:
     plan = {"openai.a/m": [RuntimeError("http://secret-host/")] * 2}
     with pytest.raises(AllProvidersFailed) as info:
         ReliableProvider([p("openai.a")], fakes(plan, []), backoff_secs=0).complete(request())
-    assert str(info.value).endswith("event 2 (retry 2/2): unexpected error (RuntimeError)")
+    assert str(info.value).endswith("event 2 (retry 2/2): openai.a/m: unexpected error (RuntimeError)")
     assert "secret-host" not in str(info.value)
 
 
@@ -189,7 +189,7 @@ def test_invalid_completion_flag_only_when_every_event_is_one() -> None:
     with pytest.raises(AllProvidersFailed) as info:
         ReliableProvider([p("openai.a")], fakes(plan, []), backoff_secs=0).complete(request())
     assert info.value.invalid_completion
-    assert str(info.value).endswith("event 2 (retry 2/2): invalid semantic completion")
+    assert str(info.value).endswith("event 2 (retry 2/2): openai.a/m: invalid semantic completion")
 
     plan = {"openai.a/m": [InvalidCompletion(), ProviderError("timeout")]}
     with pytest.raises(AllProvidersFailed) as info:
@@ -203,7 +203,7 @@ def test_primary_build_failure_raises_at_creation_fallback_build_failure_is_an_e
     plan: dict[str, list[Exception | str]] = {"openai.a/m": [ProviderError("timeout")] * 2}
     with pytest.raises(AllProvidersFailed) as info:
         ReliableProvider([p("openai.a"), p("openai.b")], fakes(plan, []), backoff_secs=0).complete(request())
-    assert str(info.value).endswith("event 3 (retry 1/2): cannot build openai.b/m")
+    assert str(info.value).endswith("event 3 (retry 1/2): openai.b/m: cannot build openai.b/m")
 
 
 def test_failures_are_logged_without_leaking(caplog: pytest.LogCaptureFixture) -> None:
@@ -239,7 +239,11 @@ def test_build_provider_scripted_error_exhausts_retries() -> None:
     with pytest.raises(AllProvidersFailed) as info:
         build_provider(spec, {spec.ref: spec}, backoff_secs=0).complete(request())
     assert str(info.value) == "\n".join(
-        [HEADER.format(n=2), "event 1 (retry 1/2): model exploded", "event 2 (retry 2/2): model exploded"]
+        [
+            HEADER.format(n=2),
+            "event 1 (retry 1/2): scripted.demo/scripted: model exploded",
+            "event 2 (retry 2/2): scripted.demo/scripted: model exploded",
+        ]
     )
 
 

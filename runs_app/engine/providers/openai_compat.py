@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from agents_app.secrets import provider_api_key
 from agents_app.snapshot import ProviderSpec
@@ -51,7 +50,9 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 # the body is already in wire form (`_params`), and the typed `chat.completions.create` walks
 # every parameter, the tools' JSON schemas included, through its TypedDict transform, which
 # cost more CPU than the rest of the call (docs/performance.md). Timeouts, connection reuse
-# and error types are the client's, the same either way.
+# and error types are the client's, the same either way. The answer comes back as bytes and
+# is checked here (`_reply`): servers other than OpenAI's answer shapes the SDK's models would
+# let through half-read (docs/configuration.md, "OpenAI-compatible servers").
 CHAT_COMPLETIONS = "/chat/completions"
 
 # Statuses worth repeating on the same model; any other 4xx moves straight to the next candidate.
@@ -112,14 +113,59 @@ def _reason(exc: Exception) -> ProviderError:
     return ProviderError("invalid response")
 
 
-def _parse_arguments(raw: str | None) -> dict[str, Any]:
-    try:
-        parsed = json.loads(raw) if raw and raw.strip() else {}
-    except ValueError:
-        raise InvalidCompletion("invalid tool call arguments") from None
-    if not isinstance(parsed, dict):
-        raise InvalidCompletion("invalid tool call arguments")
-    return parsed
+NOT_JSON = "invalid response: the body is not JSON"
+NOT_A_COMPLETION = "invalid response: not a chat completion"
+
+
+def _malformed(what: str) -> ProviderError:
+    # Retryable: a model that sampled a broken call may well sample a good one next time.
+    return ProviderError(f"malformed tool call: {what}")
+
+
+def _tool_call(raw: Any, offered: set[str], fallback_id: str) -> ToolCallRequest:
+    """One entry of `tool_calls`, checked: a name among the offered tools, and arguments that
+    are a JSON object (a string, as OpenAI sends them, or already parsed, as some servers do)."""
+    if not isinstance(raw, dict):
+        raise _malformed("a tool call that is not an object")
+    function = raw.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str) or not name:
+        raise _malformed("a tool call without a name")
+    if name not in offered:
+        raise _malformed("a tool that was not offered")
+    assert isinstance(function, dict)
+    arguments = function.get("arguments")
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    elif isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = None
+    if not isinstance(arguments, dict):
+        raise _malformed(f"the arguments of '{name}' are not a JSON object")
+    call_id = raw.get("id")
+    return ToolCallRequest(
+        id=call_id if isinstance(call_id, str) and call_id else fallback_id, name=name, arguments=arguments
+    )
+
+
+def _text(content: Any) -> str:
+    """`content` as text: a string, nothing, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _tokens(usage: Any, key: str) -> int:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _build_sync(key: ClientKey) -> openai.OpenAI:
@@ -152,20 +198,20 @@ class OpenAICompatProvider:
         params = self._params(request)
         try:
             client = CLIENTS.sync_client(self._client_key())
-            response = client.post(CHAT_COMPLETIONS, body=params, cast_to=ChatCompletion)
+            raw = client.post(CHAT_COMPLETIONS, body=params, cast_to=bytes)
         except (openai.OpenAIError, ValueError) as exc:
             # `from None`: the cause's text may hold the URL or the response body.
             raise _reason(exc) from None
-        return self._reply(response, request)
+        return self._reply(raw, request)
 
     async def acomplete(self, request: ChatRequest) -> ModelReply:
         params = self._params(request)
         try:
             aclient = CLIENTS.async_client(self._client_key())
-            response = await aclient.post(CHAT_COMPLETIONS, body=params, cast_to=ChatCompletion)
+            raw = await aclient.post(CHAT_COMPLETIONS, body=params, cast_to=bytes)
         except (openai.OpenAIError, ValueError) as exc:
             raise _reason(exc) from None
-        return self._reply(response, request)
+        return self._reply(raw, request)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         spec = self.spec
@@ -175,6 +221,9 @@ class OpenAICompatProvider:
         }
         if request.tools:
             params["tools"] = [_wire_tool(tool) for tool in request.tools]
+            # OpenAI's default once tools are sent, but llama-cpp-python's function-calling
+            # chat formats leave the tools out of the prompt unless it is said.
+            params["tool_choice"] = "auto"
         temperature = request.temperature if request.temperature is not None else spec.temperature
         if temperature is not None:
             params["temperature"] = temperature
@@ -183,27 +232,36 @@ class OpenAICompatProvider:
             params["max_tokens"] = max_tokens
         return params
 
-    def _reply(self, response: ChatCompletion, request: ChatRequest) -> ModelReply:
-        if not response.choices:
+    def _reply(self, raw: bytes, request: ChatRequest) -> ModelReply:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise ProviderError(NOT_JSON) from None
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list):
+            raise ProviderError(NOT_A_COMPLETION)
+        if not choices:
             raise InvalidCompletion()
-        message = response.choices[0].message
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
+            raise ProviderError(NOT_A_COMPLETION)
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise _malformed("a tool call that is not an object")
+        offered = {tool.name for tool in request.tools}
         calls = [
-            ToolCallRequest(
-                id=call.id or f"call_{request.turn_index}_{i}",
-                name=call.function.name,
-                arguments=_parse_arguments(call.function.arguments),
-            )
-            for i, call in enumerate(message.tool_calls or [])
-            if call.type == "function"
+            _tool_call(call, offered, f"call_{request.turn_index}_{i}")
+            for i, call in enumerate(raw_calls)
+            if not (isinstance(call, dict) and call.get("type", "function") != "function")
         ]
-        text = check_semantic(message.content or "", calls)
-        usage = response.usage
+        text = check_semantic(_text(message.get("content")), calls)
+        usage = body.get("usage")
         return ModelReply(
             text=text,
             tool_calls=calls,
             usage=Usage(
-                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                output_tokens=(usage.completion_tokens or 0) if usage else 0,
+                input_tokens=_tokens(usage, "prompt_tokens"),
+                output_tokens=_tokens(usage, "completion_tokens"),
             ),
             provider_ref=self.spec.ref,
             model=self.spec.model,

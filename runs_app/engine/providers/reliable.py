@@ -47,7 +47,12 @@ class FailureEvent:
 def format_failure(events: list[FailureEvent]) -> str:
     lines = [f"All model providers/models failed after {len(events)} failure event(s). Events:"]
     for i, event in enumerate(events[:MAX_LISTED_EVENTS], start=1):
-        lines.append(f"event {i} (retry {event.attempt}/{event.attempts}): {event.reason}")
+        # The candidate's "<type>.<alias>/<model>" says which provider failed: what an
+        # operator needs to fix a quirk. Never its endpoint, key or response body.
+        lines.append(
+            f"event {i} (retry {event.attempt}/{event.attempts}): "
+            f"{event.provider_ref}/{event.model}: {event.reason}"
+        )
     if len(events) > MAX_LISTED_EVENTS:
         lines.append(f"[{len(events) - MAX_LISTED_EVENTS} additional failure event(s) omitted]")
     return _clip("\n".join(lines), MAX_ERROR_BYTES)
