@@ -153,5 +153,7 @@ def start(*, threads: int = 2) -> ModelServer:
             pass
         if time.monotonic() > deadline:
             server.stop()
-            raise RuntimeError(f"the model server did not answer within {START_TIMEOUT_SECS}s:\n{server.log_tail()}")
+            raise RuntimeError(
+                f"the model server did not answer within {START_TIMEOUT_SECS}s:\n{server.log_tail()}"
+            )
         time.sleep(0.25)

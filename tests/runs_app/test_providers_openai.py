@@ -279,7 +279,7 @@ SHELL = ToolSpec("shell", "Run a command", {"type": "object", "properties": {"co
 
 
 def call(name: Any, arguments: Any, **extra: Any) -> dict[str, Any]:
-    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}, **extra}
+    return {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}} | extra
 
 
 def test_tools_are_offered_with_tool_choice_auto(server: FakeServer) -> None:
@@ -330,6 +330,20 @@ def test_tool_call_arguments_as_an_object_or_without_type_are_accepted(server: F
         ToolCallRequest("c1", "shell", {"command": "ls"}),
         ToolCallRequest("call_4_1", "shell", {}),
     ]
+
+
+def test_a_call_id_too_long_to_keep_or_missing_is_replaced_by_one_unique_in_the_run(
+    server: FakeServer,
+) -> None:
+    long_id = "call__0_" + "x" * 60 + "_cmpl-0d6c4f3e-8a53-4c0b-9a47-1f1b5b8c2f10"
+    server.replies.append(
+        completion(
+            None,
+            [call("shell", "{}", id=long_id), call("shell", "{}", id=""), call("shell", "{}", id="c" * 64)],
+        )
+    )
+    reply = OpenAICompatProvider(spec(server.url)).complete(request(tools=[SHELL], turn_index=2))
+    assert [c.id for c in reply.tool_calls] == ["call_2_0", "call_2_1", "c" * 64]
 
 
 @pytest.mark.parametrize(

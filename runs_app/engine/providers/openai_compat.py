@@ -114,6 +114,10 @@ def _reason(exc: Exception) -> ProviderError:
 
 
 NOT_JSON = "invalid response: the body is not JSON"
+# llama-cpp-python builds a call's id from the tool's name and the completion's id (over 100
+# characters for a long MCP tool name); a longer id than this is replaced by one of ours, which
+# is unique within the run and sent back with the call's result the same way.
+MAX_CALL_ID = 64
 NOT_A_COMPLETION = "invalid response: not a chat completion"
 
 
@@ -145,9 +149,9 @@ def _tool_call(raw: Any, offered: set[str], fallback_id: str) -> ToolCallRequest
     if not isinstance(arguments, dict):
         raise _malformed(f"the arguments of '{name}' are not a JSON object")
     call_id = raw.get("id")
-    return ToolCallRequest(
-        id=call_id if isinstance(call_id, str) and call_id else fallback_id, name=name, arguments=arguments
-    )
+    if not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_CALL_ID:
+        call_id = fallback_id
+    return ToolCallRequest(id=call_id, name=name, arguments=arguments)
 
 
 def _text(content: Any) -> str:
