@@ -110,8 +110,10 @@ class ModelServer:
                 self.process.wait(timeout=15)
 
 
-def start(*, threads: int = 2) -> ModelServer:
-    """Start the server on a free port of 127.0.0.1 and wait until it answers."""
+def start(*, context: int = CONTEXT_TOKENS, threads: int = 1) -> ModelServer:
+    """Start the server on a free port of 127.0.0.1 and wait until it answers. One thread:
+    on a machine whose cores are busy, ggml's threads wait on each other (a call took 2 s with
+    one thread and 13 to 40 s with two, measured with four test suites running)."""
     python = model_python()
     weights = weights_path(python)
     port = free_port()
@@ -127,7 +129,7 @@ def start(*, threads: int = 2) -> ModelServer:
         "--chat_format",
         "chatml-function-calling",
         "--n_ctx",
-        str(CONTEXT_TOKENS),
+        str(context),
         "--n_threads",
         str(threads),
         "--host",

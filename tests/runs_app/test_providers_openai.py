@@ -252,7 +252,7 @@ def test_tool_call_answer_then_tool_results(server: FakeServer) -> None:
     assert server.requests[1]["body"]["messages"][2:] == [
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_abc",

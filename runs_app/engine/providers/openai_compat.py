@@ -81,9 +81,10 @@ def api_key_for(spec: ProviderSpec) -> str:
 def _wire_message(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    # Always a string, "" when the model only called tools: OpenAI also takes `null` there, but
+    # llama-cpp-python's server refuses the whole request for it (HTTP 500).
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
-        wire["content"] = message.content or None
         wire["tool_calls"] = [
             {
                 "id": call.id,
