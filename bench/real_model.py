@@ -56,7 +56,10 @@ def report(figures: dict[str, Any]) -> None:
     )
     with_tools = [c for c in calls if c["tool_calls"]]
     print(f"calls that called a tool: {len(with_tools)} of {len(calls)}")
-    for label, subset in (("that called a tool", with_tools), ("that answered in text", [c for c in calls if not c["tool_calls"]])):
+    for label, subset in (
+        ("that called a tool", with_tools),
+        ("that answered in text", [c for c in calls if not c["tool_calls"]]),
+    ):
         if subset:
             print(
                 f"  {label}: median {statistics.median(c['seconds'] for c in subset):.2f} s, "
