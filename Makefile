@@ -77,6 +77,7 @@ model-server: $(MODEL_STAMP)
 $(MODEL_STAMP):
 	test -x /usr/bin/cmake && test -x /usr/bin/g++ && test -f /usr/include/python3.11/Python.h \
 		|| (apt-get update && apt-get install -y cmake g++ python3-dev)
+	mkdir -p $(CLAWBOARD_CACHE)/wheels
 	test -x $(MODEL_VENV)/bin/python || $(PYTHON) -m venv $(MODEL_VENV)
 	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 \
 		|| (rm -rf $(LLAMA_WHEELS).tmp && CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
