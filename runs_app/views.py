@@ -129,6 +129,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters, errors = run_filters_parse(request.GET)
     runs = selectors.run_list(filters) if not errors else Run.objects.none()
     page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    marks = selectors.run_outcomes(r.pk for r in page)
+    for r in page:
+        r.outcomes = [selectors.OUTCOME_LABELS[o] for o in marks.get(str(r.pk), ())]  # type: ignore[attr-defined]
     if filters.get("roots"):
         counts = selectors.run_child_counts(r.pk for r in page)
         for r in page:
@@ -145,11 +148,24 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "errors": errors,
             "statuses": STATUSES,
             "kinds": KINDS,
+            "outcomes": [(o, selectors.OUTCOME_LABELS[o]) for o in selectors.OUTCOMES],
+            "status_known": all(x.strip() in STATUSES for x in request.GET.get("status", "").split(",")),
             "sorts": list(selectors.RUN_SORTS),
             "agents": list(Agent.objects.filter(enabled=True).values_list("alias", flat=True)),
             "f": {
                 k: request.GET.get(k, "")
-                for k in ("status", "kind", "agent", "user", "since", "until", "q", "sort", "scope")
+                for k in (
+                    "status",
+                    "outcome",
+                    "kind",
+                    "agent",
+                    "user",
+                    "since",
+                    "until",
+                    "q",
+                    "sort",
+                    "scope",
+                )
             },
             "roots": bool(filters.get("roots")),
             "query": query.urlencode(),
@@ -184,6 +200,10 @@ def _trace_tree(root_id: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run tree laid out on the waterfall (two queries whatever its size)."""
     tree = selectors.run_tree(root_id)
     meta = trace.layout(tree, selectors.run_spans(root_id), timezone.now())
+    marks = selectors.run_tree_outcomes(root_id)
+    if marks:
+        for node in tree_html.index(tree).values():
+            node["outcomes"] = [selectors.OUTCOME_LABELS[o] for o in marks.get(node["id"], ())]
     return tree, meta
 
 

@@ -532,7 +532,7 @@ class RunTranscriptApi(APIView):
         operation_id="runs_transcript",
         tags=["runs"],
         parameters=[RUN_ID],
-        responses={200: OpenApiTypes.OBJECT, 404: ERROR},
+        responses={200: out.TranscriptSerializer, 404: ERROR},
     )
     def get(self, request: Request, run_id: str) -> Response:
         return Response(selectors.run_transcript(_run_or_404(run_id)))
