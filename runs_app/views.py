@@ -60,6 +60,8 @@ def _gauges() -> list[dict[str, Any]]:
     snap = config_snapshot_get()
     rows = []
     for alias, spec in snap.agents.items():
+        if not spec.enabled:  # a disabled agent spends nothing: no gauge to watch
+            continue
         runtime = snap.runtime_of(spec)
         usage = tracker_usage(key=alias)
         actions_pct = (
@@ -102,7 +104,19 @@ def _home_context() -> dict[str, Any]:
             )[:20]
         ),
         "sandbox": sandbox.status(),
+        "sandbox_fix": _sandbox_fix(sandbox.status()),
     }
+
+
+def _sandbox_fix(status: sandbox.SandboxStatus) -> str:
+    """The command that gives this host what the sandbox is missing ("" when it works)."""
+    if status.available:
+        return ""
+    if "not installed" in status.detail and "bubblewrap" in status.detail:
+        return "make bwrap  (or: sudo apt-get install -y bubblewrap)"
+    if "util-linux" in status.detail:
+        return "sudo apt-get install -y util-linux"
+    return "sudo sysctl -w kernel.unprivileged_userns_clone=1  (user namespaces must be allowed)"
 
 
 @viewer_required
