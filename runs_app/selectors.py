@@ -449,12 +449,17 @@ def approval_get(approval_id: Any) -> Approval | None:
     return Approval.objects.select_related("tool_call", "run").filter(pk=pk).first()
 
 
-def approval_list(*, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+def approval_list(
+    *, status: str | None = None, limit: int = 200, root_id: Any = None
+) -> list[dict[str, Any]]:
     """Approvals, pending first then newest, each with its tool call and its chain of runs
-    from the root down to the run that asked (two queries besides the approvals)."""
+    from the root down to the run that asked (two queries besides the approvals); with
+    `root_id`, only those of that tree."""
     qs = Approval.objects.select_related("tool_call", "run", "decided_by")
     if status:
         qs = qs.filter(status=status)
+    if root_id is not None:
+        qs = qs.filter(Q(run__root_id=root_id) | Q(run_id=root_id))
     qs = qs.annotate(
         pending_first=Case(
             When(status=Approval.Status.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()

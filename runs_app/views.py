@@ -26,7 +26,7 @@ from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
 from runs_app.events import event_json
-from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
+from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent, Steer
 from runs_app.run_filters import run_filters_parse
 from runs_app.services import (
     RunServiceError,
@@ -248,7 +248,18 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
 
 
 def _controls_context(request: HttpRequest, run: Run, **extra: Any) -> dict[str, Any]:
-    return {"run": run, "can_control": can_control(request.user, run), **extra}
+    """The Controls panel: besides Cancel/Steer/Continue, the approvals pending anywhere in
+    the run's tree (the run waits on them, whichever node asked), decidable there."""
+    return {
+        "run": run,
+        "can_control": can_control(request.user, run),
+        "tree_approvals": selectors.approval_list(
+            status=Approval.Status.PENDING, limit=50, root_id=run.root_id or run.pk
+        ),
+        # a queued steer is still to be delivered: its notice stays until then
+        "steer_pending": not run.is_terminal and Steer.objects.filter(run=run, delivered=False).exists(),
+        **extra,
+    }
 
 
 @viewer_required
@@ -585,6 +596,16 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
     return redirect(_safe_next(request, "/approvals/"))
 
 
+def approval_label(approval: Approval) -> str:
+    """An approval in the inbox's own terms (its ids appear nowhere on the page): the tool,
+    the agent that asked, the run (its id's first 8 characters, as the page shows them in
+    bold) and the start of the run's prompt."""
+    run = approval.run
+    prompt = " ".join(run.prompt.split())
+    short = prompt if len(prompt) <= 40 else prompt[:39] + "…"
+    return f"{approval.tool_call.name} of {run.agent} in run {str(run.pk)[:8]} (“{short}”)"
+
+
 @operator_required
 @require_POST
 def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
@@ -621,9 +642,9 @@ def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
             approval_decide(
                 approval=approval, user=request.user, approve=decision == "approve", reason=reason
             )
-            done.append(f"#{approval.pk}")
+            done.append(approval_label(approval))
         except RunServiceError as exc:
-            failed.append(f"#{approval.pk}: {exc.message}")
+            failed.append(f"{approval_label(approval)}: {exc.message}")
     if done:
         verb = "Approved" if decision == "approve" else "Denied"
         noun = "approval" if len(done) == 1 else "approvals"
