@@ -441,6 +441,26 @@ def run_transcript(run: Run) -> dict[str, Any]:
     }
 
 
+def conversation_list(run: Run, *, limit: int = 200) -> list[Run]:
+    """The runs of `run`'s conversation: the first run, every run that continues one of them,
+    oldest first (a run continued twice is a fork: both branches are listed, by time)."""
+    first = run
+    seen = {run.pk}
+    while first.continued_from_id is not None and first.continued_from_id not in seen:
+        earlier = Run.objects.filter(pk=first.continued_from_id).first()
+        if earlier is None:
+            break
+        seen.add(earlier.pk)
+        first = earlier
+    found = {first.pk: first}
+    frontier = [first.pk]
+    while frontier and len(found) < limit:
+        later = list(Run.objects.filter(continued_from_id__in=frontier).exclude(pk__in=list(found)))
+        found.update((r.pk, r) for r in later)
+        frontier = [r.pk for r in later]
+    return sorted(found.values(), key=lambda r: (r.created_at, str(r.pk)))[:limit]
+
+
 def approval_get(approval_id: Any) -> Approval | None:
     try:
         pk = int(approval_id)

@@ -243,8 +243,18 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             "last_event": last_event,
             **_controls_context(request, run),
             "focus": str(run.pk) if run.pk != root_id else "",
+            "continues": run.continued_from,
+            "continued_in": list(run.continuations.order_by("created_at")[:20]),
         },
     )
+
+
+@viewer_required
+def conversation_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """The runs that continue one another, in order: a conversation as one thread."""
+    run = _run_or_404(run_id)
+    thread = selectors.conversation_list(run)
+    return render(request, "runs/conversation.html", {"run": run, "thread": thread})
 
 
 def _controls_context(request: HttpRequest, run: Run, **extra: Any) -> dict[str, Any]:

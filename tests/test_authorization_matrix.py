@@ -115,6 +115,7 @@ PAGES: dict[str, dict[str, str]] = {
     "runs/<uuid:run_id>/steer/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/resume/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/continue/": {"POST": OPERATOR},
+    "runs/<uuid:run_id>/conversation/": {"GET": VIEWER},
     "approvals/": {"GET": VIEWER},
     "approvals/live/": {"GET": VIEWER},
     "approvals/bulk/": {"POST": OPERATOR},
