@@ -413,6 +413,14 @@ def _import_text(request: HttpRequest) -> str | bytes:
     return request.POST.get("toml", "").replace("\r\n", "\n")
 
 
+def located_errors(text: str, errors: Any) -> list[dict[str, Any]]:
+    """(path, message) pairs with the line of the file each path points to, as the page
+    shows them (the API gives the same path as `field`)."""
+    from agents_app.toml_lines import line_of
+
+    return [{"message": m, "path": f, "line": line_of(text, f) if f else None} for f, m in errors]
+
+
 def _import_check(request: HttpRequest) -> dict[str, Any]:
     """The import plan of the posted file, as the REST import and the command line show it."""
     from agents_app.config_io import ConfigParseError, ConfigShapeError, parse_toml
@@ -424,12 +432,12 @@ def _import_check(request: HttpRequest) -> dict[str, Any]:
     try:
         result = parse_toml(text)
     except ConfigParseError as exc:
-        return {"errors": [str(exc)], "toml": shown}
+        return {"errors": [{"message": str(exc), "path": "", "line": exc.line}], "toml": shown}
     except ConfigShapeError as exc:
-        return {"errors": [m for _, m in exc.errors], "toml": shown}
+        return {"errors": located_errors(shown, exc.errors), "toml": shown}
     plan = import_plan(result, prune=prune)
     return {
-        "errors": [m for _, m in plan.errors],
+        "errors": located_errors(shown, plan.errors),
         "warnings": plan.warnings,
         "changes": plan.changes,
         "kept": plan.kept,
@@ -471,7 +479,7 @@ def config_import(request: HttpRequest) -> HttpResponse:
             checked["result"], prune=checked["prune"], user=request.user, summary="import (dashboard)"
         )
     except ConfigValidationError as exc:
-        checked["errors"] = [m for _, m in exc.errors]
+        checked["errors"] = located_errors(checked["toml"], exc.errors)
         return render(request, "agents/_import_preview.html", checked, status=400)
     messages.success(
         request, f"Configuration imported (revision {revision.pk})." if revision else "No change."
