@@ -12,9 +12,9 @@ KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-\".' ]+?)\s*=")
 def _parts(dotted: str) -> list[str]:
     """`agents."my agent".delegates[0].agent` -> ["agents", "my agent", "delegates", "agent"]."""
     out: list[str] = []
-    for found in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^.\s"\']+)', dotted):
+    for found in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^."\']+)', dotted):
         part = found.group(1) if found.group(1) is not None else found.group(2) or found.group(3) or ""
-        out.append(re.sub(r"\[\d+\]$", "", part))
+        out.append(re.sub(r"\[\d+\]$", "", part.strip()))
     return [p for p in out if p]
 
 

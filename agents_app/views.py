@@ -176,6 +176,11 @@ def _config_errors_of_valid_fields(
     valid_data = form.cleaned_data
     cleaned = dict(valid_data)
     form.cleaned_data = cleaned
+    typed = str(form.data.get("alias", ""))
+    if key is None and "alias" not in valid_data and "alias" in form.fields:
+        # A new entry whose alias failed its own check: the rest is checked under a stand-in
+        # name, and the messages speak of the alias as typed.
+        stored = {"alias": STAND_IN_ALIAS}
     try:
         for name, field in form.fields.items():
             if name in valid_data:
@@ -189,12 +194,21 @@ def _config_errors_of_valid_fields(
         else:
             plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
     except ConfigValidationError as exc:
+        if stored.get("alias") == STAND_IN_ALIAS and key is None:
+            named = f"{kind.name}.{typed}"
+            stand_in = f"{kind.name}.{STAND_IN_ALIAS}"
+            return ConfigValidationError(
+                [(f.replace(stand_in, named), m.replace(stand_in, named)) for f, m in exc.errors]
+            )
         return exc
     except (forms.ValidationError, EntryNotFound, KeyError, TypeError, ValueError):
         return None
     finally:
         form.cleaned_data = valid_data
     return None
+
+
+STAND_IN_ALIAS = "alias-being-typed"
 
 
 @viewer_required
