@@ -53,7 +53,7 @@ def _lane(n: dict[str, Any]) -> str:
     running = " running" if e is None else ""
     parts = [
         f'<span class="lane"><i class="bar status-{status}{running}" style="{_bar_style(s, e, now)}" '
-        f'title="{_e(n["agent"])} · {_e(duration_text(n.get("duration_ms")))}"></i>'
+        f'title="{_e(n["agent"])} · {status} · {_e(duration_text(n.get("duration_ms")))}"></i>'
     ]
     for span in n.get("spans", ()):
         ss, se = span["s_ms"], span["e_ms"]

@@ -21,7 +21,7 @@ from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
 from agents_app.web import operator_required, viewer_required
 from policies_app.tracker import tracker_usage
-from runs_app import selectors, trace, tree_html
+from runs_app import exchanges, selectors, trace, tree_html
 from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
@@ -348,8 +348,18 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         for c in transcript["tool_calls"]
     ]
     model_calls = [
-        {**m, "latency": trace.duration_text(m["latency_ms"]), "cost": money(m["cost_cents"])}
-        for m in selectors.run_model_calls(run)
+        {
+            **m,
+            "latency": trace.duration_text(m["latency_ms"]),
+            "cost": money(m["cost_cents"]),
+            "answer_calls_json": _pretty(m["answer_calls"]) if m["answer_calls"] else "",
+            "sent": [
+                {**x, "calls_json": _pretty(x["tool_calls"]) if x["tool_calls"] else ""} for x in m["sent"]
+            ],
+        }
+        for m in exchanges.model_exchanges(
+            run.system_prompt, transcript["messages"], selectors.run_model_calls(run)
+        )
     ]
     started, finished = run.started_at or run.created_at, run.finished_at
     permissions = selectors.run_permissions(run)
