@@ -4,6 +4,7 @@ why, delegation-map names fit their circles, one path parameter name for entries
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from django.test import Client
 from django.urls import get_resolver
@@ -36,7 +37,7 @@ def test_long_agent_names_fit_their_circle(viewer: Client, admin: Client) -> Non
 def test_entries_name_their_path_parameter_key_everywhere() -> None:
     routes: list[str] = []
 
-    def walk(patterns: list[object], prefix: str) -> None:
+    def walk(patterns: Sequence[object], prefix: str) -> None:
         for p in patterns:
             sub = getattr(p, "url_patterns", None)
             if sub is not None:
