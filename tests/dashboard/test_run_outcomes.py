@@ -199,3 +199,18 @@ def test_no_bar_outlives_its_run() -> None:
     (span,) = node["spans"]
     assert span["e_ms"] == node["e_ms"] == 2000
     assert span["closed"] is True
+
+
+def test_the_rest_list_filters_on_the_outcome_too(marked: dict[str, Run]) -> None:
+    admin, _, _ = user_create_or_update(username="ada", role="admin")
+    client = Client()
+    client.force_login(admin)  # type: ignore[arg-type]
+    found = client.get("/api/v1/runs/?outcome=refused").json()
+    assert [r["id"] for r in found["results"]] == [str(marked["refused"].pk)]
+    refused = client.get("/api/v1/runs/?outcome=nope")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "errors": [
+            {"field": "outcome", "message": "Unknown outcome 'nope'. Use one of: denied, refused, tool_error"}
+        ]
+    }
