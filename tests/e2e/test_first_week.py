@@ -199,6 +199,8 @@ def test_the_agent_form_shows_every_error_in_plain_words(browse: Browse) -> None
     page = browse.new_page("admin")
     page.goto("/agents/new/")
     page.fill("input[name=alias]", "Bad Alias!")
+    page.select_option("select[name=model_provider]", "scripted.review")
+    page.select_option("select[name=risk_profile]", "team")
     page.fill("input[name=workspace]", "w" * 501)
     page.click("#entry-form button[type=submit]")
     errors = page.locator("ul.errorlist li")
