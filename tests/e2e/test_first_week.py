@@ -17,6 +17,7 @@ from tests.e2e.support import (
     assert_not_reloaded,
     eventually,
     mark_page,
+    start_run,
     tree_statuses,
     wait_for_status,
 )
@@ -146,6 +147,18 @@ def test_the_root_controls_decide_approvals_deep_in_the_tree(browse: Browse, ser
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#cancel-tree")
     wait_for_status(page, root, "cancelled")
+
+
+def test_the_steer_notice_goes_once_the_message_is_delivered(browse: Browse) -> None:
+    page = browse.new_page("olga")
+    root = start_run(page, "fanout", "split the steer test")
+    mark_page(page)
+    page.fill("#steer-message", "keep the pieces short")
+    page.click("#steer-submit")
+    expect(page.locator("#steer-notice")).to_have_text("Message queued for the next model turn.")
+    wait_for_status(page, root, "completed", timeout_ms=40_000)
+    expect(page.locator("#steer-notice")).to_have_count(0)
+    assert_not_reloaded(page)
 
 
 # -- (d) forms as good as the API -----------------------------------------------------------------
