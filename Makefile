@@ -27,10 +27,15 @@ install: $(STAMP) bwrap
 bwrap:
 	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
-run: $(RUN_STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo
-	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
+# DEBUG off unless asked for: `make run DEBUG=1` shows Django's debug pages (never by default).
+DEBUG ?=
+DJANGO_DEBUG_VALUE := $(if $(filter 1 true yes on,$(DEBUG)),true,false)
+
+# bwrap: the demo's `sysadmin` agent runs `shell`, which starts only inside bubblewrap.
+run: $(RUN_STAMP) bwrap
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py migrate --noinput
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py demo
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,10 +7,14 @@ from typing import Any
 
 from django import forms
 
-from agents_app.snapshot import ConfigSnapshot
+from agents_app.snapshot import ALIAS_RE, ConfigSnapshot
 from agents_app.web import lines, without_null_character_check
 
 MODES = [("bounded", "bounded"), ("independent", "independent")]
+ALIAS_IN_WORDS = (
+    '"{alias}" cannot be an alias: use 1 to 64 lowercase letters, digits, "-" or "_", '
+    "starting with a letter or a digit."
+)
 
 
 class AgentForm(forms.Form):
@@ -53,6 +57,13 @@ class AgentForm(forms.Form):
         field = self.fields[name]
         assert isinstance(field, forms.ChoiceField)
         field.choices = choices
+
+    def clean_alias(self) -> str:
+        """The alias rule in plain words (the API gives the pattern itself)."""
+        alias: str = self.cleaned_data["alias"].strip()
+        if not ALIAS_RE.fullmatch(alias):
+            raise forms.ValidationError(ALIAS_IN_WORDS.format(alias=alias))
+        return alias
 
     def delegates(self) -> list[dict[str, str]]:
         data: Any = self.data

@@ -176,6 +176,11 @@ def _config_errors_of_valid_fields(
     valid_data = form.cleaned_data
     cleaned = dict(valid_data)
     form.cleaned_data = cleaned
+    typed = str(form.data.get("alias", ""))
+    if key is None and "alias" not in valid_data and "alias" in form.fields:
+        # A new entry whose alias failed its own check: the rest is checked under a stand-in
+        # name, and the messages speak of the alias as typed.
+        stored = {"alias": STAND_IN_ALIAS}
     try:
         for name, field in form.fields.items():
             if name in valid_data:
@@ -189,12 +194,21 @@ def _config_errors_of_valid_fields(
         else:
             plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
     except ConfigValidationError as exc:
+        if stored.get("alias") == STAND_IN_ALIAS and key is None:
+            named = f"{kind.name}.{typed}"
+            stand_in = f"{kind.name}.{STAND_IN_ALIAS}"
+            return ConfigValidationError(
+                [(f.replace(stand_in, named), m.replace(stand_in, named)) for f, m in exc.errors]
+            )
         return exc
     except (forms.ValidationError, EntryNotFound, KeyError, TypeError, ValueError):
         return None
     finally:
         form.cleaned_data = valid_data
     return None
+
+
+STAND_IN_ALIAS = "alias-being-typed"
 
 
 @viewer_required
@@ -413,6 +427,14 @@ def _import_text(request: HttpRequest) -> str | bytes:
     return request.POST.get("toml", "").replace("\r\n", "\n")
 
 
+def located_errors(text: str, errors: Any) -> list[dict[str, Any]]:
+    """(path, message) pairs with the line of the file each path points to, as the page
+    shows them (the API gives the same path as `field`)."""
+    from agents_app.toml_lines import line_of
+
+    return [{"message": m, "path": f, "line": line_of(text, f) if f else None} for f, m in errors]
+
+
 def _import_check(request: HttpRequest) -> dict[str, Any]:
     """The import plan of the posted file, as the REST import and the command line show it."""
     from agents_app.config_io import ConfigParseError, ConfigShapeError, parse_toml
@@ -424,12 +446,12 @@ def _import_check(request: HttpRequest) -> dict[str, Any]:
     try:
         result = parse_toml(text)
     except ConfigParseError as exc:
-        return {"errors": [str(exc)], "toml": shown}
+        return {"errors": [{"message": str(exc), "path": "", "line": exc.line}], "toml": shown}
     except ConfigShapeError as exc:
-        return {"errors": [m for _, m in exc.errors], "toml": shown}
+        return {"errors": located_errors(shown, exc.errors), "toml": shown}
     plan = import_plan(result, prune=prune)
     return {
-        "errors": [m for _, m in plan.errors],
+        "errors": located_errors(shown, plan.errors),
         "warnings": plan.warnings,
         "changes": plan.changes,
         "kept": plan.kept,
@@ -471,7 +493,7 @@ def config_import(request: HttpRequest) -> HttpResponse:
             checked["result"], prune=checked["prune"], user=request.user, summary="import (dashboard)"
         )
     except ConfigValidationError as exc:
-        checked["errors"] = [m for _, m in exc.errors]
+        checked["errors"] = located_errors(checked["toml"], exc.errors)
         return render(request, "agents/_import_preview.html", checked, status=400)
     messages.success(
         request, f"Configuration imported (revision {revision.pk})." if revision else "No change."

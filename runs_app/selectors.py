@@ -16,9 +16,11 @@ from django.db.models import (
     Case,
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     IntegerField,
+    OuterRef,
     Q,
     QuerySet,
     Value,
@@ -129,8 +131,57 @@ def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
     return qs
 
 
+# What a run ran into on its way (docs/runs.md, "How a run ended"): its status stays the
+# contract's (`completed` when the model answered), these marks say what happened before.
+OUTCOMES = ("denied", "refused", "tool_error")
+OUTCOME_LABELS = {"denied": "denied", "refused": "refused", "tool_error": "tool error"}
+CHILD_TOOLS = ("spawn_subagent", "delegate")
+
+
+def _failed_calls() -> QuerySet[ToolCall]:
+    return ToolCall.objects.filter(status=ToolCall.Status.DONE, result__success=False)
+
+
+def outcome_calls(outcome: str) -> QuerySet[ToolCall]:
+    """The tool calls that give a run the mark `outcome`: a call the operator denied; a
+    spawn or delegate refused before any child started (policy, depth, budget, validation);
+    any other tool call that failed."""
+    failed = _failed_calls()
+    denied = Q(approval__status=Approval.Status.DENIED)
+    if outcome == "denied":
+        return ToolCall.objects.filter(denied)
+    started_child = Exists(Run.objects.filter(parent_call_id=OuterRef("pk")))
+    if outcome == "refused":
+        return failed.filter(name__in=CHILD_TOOLS).exclude(denied).exclude(started_child)
+    return failed.exclude(name__in=CHILD_TOOLS).exclude(denied)
+
+
+def run_outcomes(run_ids: Iterable[Any]) -> dict[str, list[str]]:
+    """The marks of each of these runs (run id as text -> marks in OUTCOMES order), three
+    queries whatever their number; a run without any mark is absent."""
+    ids = list(run_ids)
+    found: dict[str, set[str]] = {}
+    if not ids:
+        return {}
+    for outcome in OUTCOMES:
+        for run_id in outcome_calls(outcome).filter(run_id__in=ids).values_list("run_id", flat=True):
+            found.setdefault(str(run_id), set()).add(outcome)
+    return {rid: [o for o in OUTCOMES if o in marks] for rid, marks in found.items()}
+
+
+def run_tree_outcomes(root_id: Any) -> dict[str, list[str]]:
+    """run_outcomes for every run of a tree, without listing its ids (three queries)."""
+    found: dict[str, set[str]] = {}
+    in_tree = Q(run__root_id=root_id) | Q(run_id=root_id)
+    for outcome in OUTCOMES:
+        for run_id in outcome_calls(outcome).filter(in_tree).values_list("run_id", flat=True):
+            found.setdefault(str(run_id), set()).add(outcome)
+    return {rid: [o for o in OUTCOMES if o in marks] for rid, marks in found.items()}
+
+
 def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
-    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root,
+    """Runs, newest first. Filters (all optional): status (one or a list), outcome (a list of
+    OUTCOMES, all of which the run has), agent, kind, root,
     since, until, user (a username), roots (top-level runs only), q (full-text search), sort
     (a key of RUN_SORTS). Each run carries `duration` and `tokens` (run_child_counts gives
     a page's child counts)."""
@@ -141,6 +192,8 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
     status = filters.get("status")
     if status:
         qs = qs.filter(status__in=[status] if isinstance(status, str) else list(status))
+    for outcome in filters.get("outcome") or ():
+        qs = qs.filter(pk__in=outcome_calls(outcome).values("run_id"))
     if filters.get("agent"):
         qs = qs.filter(agent=filters["agent"])
     if filters.get("kind"):
@@ -366,6 +419,7 @@ def _tool_call_json(c: ToolCall, children: list[str]) -> dict[str, Any]:
         if approval is None
         else {"id": approval.pk, "status": approval.status, "reason": approval.reason},
         "created_at": _iso(c.created_at),
+        "finished_at": _iso(c.finished_at),
     }
 
 
@@ -387,6 +441,26 @@ def run_transcript(run: Run) -> dict[str, Any]:
     }
 
 
+def conversation_list(run: Run, *, limit: int = 200) -> list[Run]:
+    """The runs of `run`'s conversation: the first run, every run that continues one of them,
+    oldest first (a run continued twice is a fork: both branches are listed, by time)."""
+    first = run
+    seen = {run.pk}
+    while first.continued_from_id is not None and first.continued_from_id not in seen:
+        earlier = Run.objects.filter(pk=first.continued_from_id).first()
+        if earlier is None:
+            break
+        seen.add(earlier.pk)
+        first = earlier
+    found = {first.pk: first}
+    frontier = [first.pk]
+    while frontier and len(found) < limit:
+        later = list(Run.objects.filter(continued_from_id__in=frontier).exclude(pk__in=list(found)))
+        found.update((r.pk, r) for r in later)
+        frontier = [r.pk for r in later]
+    return sorted(found.values(), key=lambda r: (r.created_at, str(r.pk)))[:limit]
+
+
 def approval_get(approval_id: Any) -> Approval | None:
     try:
         pk = int(approval_id)
@@ -395,12 +469,17 @@ def approval_get(approval_id: Any) -> Approval | None:
     return Approval.objects.select_related("tool_call", "run").filter(pk=pk).first()
 
 
-def approval_list(*, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+def approval_list(
+    *, status: str | None = None, limit: int = 200, root_id: Any = None
+) -> list[dict[str, Any]]:
     """Approvals, pending first then newest, each with its tool call and its chain of runs
-    from the root down to the run that asked (two queries besides the approvals)."""
+    from the root down to the run that asked (two queries besides the approvals); with
+    `root_id`, only those of that tree."""
     qs = Approval.objects.select_related("tool_call", "run", "decided_by")
     if status:
         qs = qs.filter(status=status)
+    if root_id is not None:
+        qs = qs.filter(Q(run__root_id=root_id) | Q(run_id=root_id))
     qs = qs.annotate(
         pending_first=Case(
             When(status=Approval.Status.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()

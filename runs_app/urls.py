@@ -17,6 +17,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<uuid:run_id>/steer/", views.run_steer_view, name="run-steer-page"),
     path("runs/<uuid:run_id>/resume/", views.run_resume_view, name="run-resume-page"),
     path("runs/<uuid:run_id>/continue/", views.run_continue_view, name="run-continue-page"),
+    path("runs/<uuid:run_id>/conversation/", views.conversation_page, name="run-conversation-page"),
     path("approvals/", views.approvals_page, name="approvals-page"),
     path("approvals/live/", views.approvals_live, name="approvals-live"),
     path("approvals/bulk/", views.approvals_bulk_view, name="approvals-bulk"),

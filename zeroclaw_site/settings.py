@@ -13,7 +13,13 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
+# Off unless asked for (`make run DEBUG=1`): Django's debug pages list every URL pattern and
+# setting, so they are never reachable by default.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# Served behind TLS (a proxy that terminates HTTPS): the HTTPS redirect, Secure cookies and
+# HSTS. Its own setting, not DEBUG's opposite: the embedded default serves plain HTTP on
+# 127.0.0.1 with DEBUG off, where all three would lock the operator out.
+CLAWBOARD_TLS = env.bool("CLAWBOARD_TLS", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-clawboard-key-change-me-in-production-0123456789")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -227,7 +233,9 @@ CELERY_BEAT_SCHEDULE = {
     "fire-schedules": {"task": "runs.fire_schedules", "schedule": 30.0},
 }
 
-if not DEBUG:
+CSRF_FAILURE_VIEW = "zeroclaw_site.views.csrf_failure"
+
+if CLAWBOARD_TLS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)

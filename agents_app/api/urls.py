@@ -19,8 +19,8 @@ for prefix, kind in (
     ]
 
 urlpatterns += [
-    path("agents/<str:alias>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
-    path("agents/<str:alias>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
+    path("agents/<str:key>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
+    path("agents/<str:key>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
     path("policy/check/", pv.PolicyCheckApi.as_view(), name="policy-check"),
     path("config/", cv.ConfigApi.as_view(), name="config"),
     path("config/revisions/", cv.ConfigRevisionListApi.as_view(), name="config-revisions"),

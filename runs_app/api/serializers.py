@@ -57,6 +57,40 @@ class EventSerializer(serializers.Serializer[dict[str, Any]]):
     data = serializers.DictField()  # type: ignore[assignment]
 
 
+class TranscriptMessageSerializer(serializers.Serializer[dict[str, Any]]):
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField(allow_blank=True, allow_null=True)
+    tool_calls = serializers.JSONField(allow_null=True)
+    tool_call_id = serializers.CharField(allow_blank=True, allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class TranscriptToolCallSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    turn = serializers.IntegerField()
+    position = serializers.IntegerField()
+    call_id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    arguments = serializers.JSONField()
+    status = serializers.ChoiceField(
+        choices=["pending", "done", "cancelled"],
+        help_text="`cancelled`: closed unanswered because its run ended (cancelled, timed out, lost)",
+    )
+    result = serializers.JSONField(allow_null=True)
+    wait_kind = serializers.CharField(allow_blank=True)
+    children = serializers.ListField(child=serializers.UUIDField())
+    approval = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True, help_text="when it stopped being pending")
+
+
+class TranscriptSerializer(serializers.Serializer[dict[str, Any]]):
+    run_id = serializers.UUIDField()
+    messages = TranscriptMessageSerializer(many=True)
+    tool_calls = TranscriptToolCallSerializer(many=True)
+
+
 class ChainLinkSerializer(serializers.Serializer[dict[str, Any]]):
     run_id = serializers.UUIDField()
     agent = serializers.CharField()

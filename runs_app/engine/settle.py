@@ -72,9 +72,13 @@ def run_finish(
             "",
             tool_result,
         )
-        # A run that ended no longer waits for anyone: its open questions leave the inbox.
-        # (Its own worker ends it from `running`, where no approval is pending.)
+        # A run that ended no longer waits for anyone: its open tool calls close with its end
+        # (no waterfall bar outlives the run) and its open questions leave the inbox.
+        # (Its own worker ends it from `running`, where nothing is pending.)
         if owner is None:
+            ToolCall.objects.filter(run_id=run.pk, status=ToolCall.Status.PENDING).update(
+                status=ToolCall.Status.CANCELLED, finished_at=now
+            )
             Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).update(
                 status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
             )

@@ -27,6 +27,7 @@ def page_urls(runs: Runs) -> list[str]:
         f"/runs/{runs.gated.pk}/detail/",
         f"/runs/{runs.root.pk}/detail/",
         f"/runs/{runs.lost.pk}/controls/",
+        f"/runs/{runs.child.pk}/conversation/",
         f"/runs/{runs.root.pk}/nodes/?ids={runs.root.pk},{runs.child.pk}&new={runs.task.pk}",
         "/approvals/",
         "/approvals/live/",
