@@ -170,6 +170,7 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
             prompt=request.POST.get("prompt", ""),
             context=request.POST.get("context", ""),
             user=request.user,
+            spawn_site=Run.SpawnSite.DASHBOARD,
         )
     except RunServiceError as exc:
         messages.error(request, exc.message)
@@ -473,7 +474,7 @@ def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_resume(run=run, user=request.user)
+        new = run_resume(run=run, user=request.user, spawn_site=Run.SpawnSite.DASHBOARD)
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")
@@ -487,7 +488,12 @@ def run_continue_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_continue(run=run, user=request.user, prompt=request.POST.get("prompt", ""))
+        new = run_continue(
+            run=run,
+            user=request.user,
+            prompt=request.POST.get("prompt", ""),
+            spawn_site=Run.SpawnSite.DASHBOARD,
+        )
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")
