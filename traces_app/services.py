@@ -93,9 +93,9 @@ def export_requested(root_id: Any, *, countdown: float | None = None) -> None:
     dispatch.later(EXPORT_TASK, [str(root_id)], countdown=countdown)
 
 
-def export_tree(*, root_id: Any, now: Any = None) -> int:
+def export_tree(*, root_id: Any, now: Any = None) -> int | None:
     """Send the ended spans of one tree the receiver has not taken yet. Returns how many were
-    taken; -1 when another exporter holds the tree or the receiver refused."""
+    taken, -1 when the receiver refused them, None when another exporter holds the tree."""
     if not settings.CLAWBOARD_TRACES_EXPORT:
         return 0
     now = now or timezone.now()
@@ -104,7 +104,7 @@ def export_tree(*, root_id: Any, now: Any = None) -> int:
         return 0
     leased = TraceExport.objects.filter(pk=row.pk, complete=False).exclude(lease_until__gt=now)
     if not leased.update(lease_until=now + LEASE):
-        return -1
+        return None
     try:
         return _export_leased(row, now)
     finally:
@@ -203,8 +203,11 @@ def drain(*, timeout: float = 30.0) -> bool:
             .values_list("pk", flat=True)
         )
         taken = [export_tree(root_id=root_id) for root_id in waiting]
-        if any(n < 0 for n in taken):
+        if any(n is not None and n < 0 for n in taken):
             return False
+        if None in taken:
+            time.sleep(0.05)  # a worker's export of that tree is under way
+            continue
         if not any(taken):
             return True
     return False

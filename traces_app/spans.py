@@ -297,7 +297,7 @@ def _chat_spans(
             "clawboard.cost_cents": float(data.get("cost_cents") or 0),
         }
         calls = data.get("tool_calls") or []
-        attrs["gen_ai.response.finish_reasons"] = ["tool_call" if calls else "stop"]
+        attrs["gen_ai.response.finish_reasons"] = ("tool_call" if calls else "stop",)
         if redact is not None:
             parts: list[dict[str, Any]] = []
             if data.get("text"):
