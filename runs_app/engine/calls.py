@@ -6,6 +6,7 @@ the run again (`settle.complete_call`)."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -174,8 +175,11 @@ def run_local_calls(step: Step, rows: list[ToolCall]) -> dict[int, ToolResult]:
             connection.close()  # this thread's own connection, opened for this call
 
     if len(rows) > 1 and policy.runtime.parallel_tools:
+        # Each thread runs in a copy of this one's context: its log records name the run.
+        contexts = [contextvars.copy_context() for _ in rows]
         with ThreadPoolExecutor(max_workers=min(8, len(rows))) as pool:
-            return {row.pk: res for row, res in zip(rows, pool.map(in_thread, rows), strict=True)}
+            done = pool.map(lambda c, row: c.run(in_thread, row), contexts, rows)
+            return {row.pk: res for row, res in zip(rows, done, strict=True)}
     return {row.pk: one(row) for row in rows}
 
 
