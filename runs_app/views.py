@@ -40,6 +40,7 @@ from runs_app.services import (
     run_steer,
 )
 from runs_app.templatetags.clawboard import money
+from traces_app.selectors import export_status
 
 STATUSES = [s for s, _ in Run.Status.choices]
 KINDS = [k for k, _ in Run.Kind.choices]
@@ -102,6 +103,7 @@ def _home_context() -> dict[str, Any]:
             )[:20]
         ),
         "sandbox": sandbox.status(),
+        "trace_export": export_status(),
     }
 
 

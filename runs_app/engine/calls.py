@@ -7,6 +7,7 @@ the run again (`settle.complete_call`)."""
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from runs_app.engine.tools.base import LocalToolContext, ToolResult
 from runs_app.engine.tools.registry import LOCAL_TOOLS, run_local
 from runs_app.engine.transcript import Transcript, append
 from runs_app.models import Announce, Approval, Run, Steer, ToolCall
+
+log = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
@@ -71,6 +74,7 @@ def record_calls(step: Step, planned: tuple[Planned, ...]) -> list[ToolCall]:
     ready: list[ToolCall] = []
     for p, row in zip(planned, rows, strict=True):
         events.emit(run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments})
+        log.info("tool call %s %s: %s", row.name, row.call_id, p.kind)
         if p.kind == "refused":
             settle.complete_call(row, ToolResult.fail(p.refusal).as_dict(), run=run)
         elif p.kind == "approval":

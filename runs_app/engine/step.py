@@ -340,6 +340,11 @@ def _record_turn(step: Step, turn: Turn) -> bool:
             "answered_at": turn.answered_at,
         },
     )
+    # Under the run's ids in the structured logs (runlog), like every record its worker writes.
+    log.info(
+        "model turn %s: %s tool call(s), %s input and %s output tokens, model %s",
+        run.turns, len(turn.calls), turn.usage.input_tokens, turn.usage.output_tokens, turn.model,
+    )  # fmt: skip
     run.owner, run.model_call_at = heartbeat.WORKER_ID, None
     run.turns += 1
     run.input_tokens += turn.usage.input_tokens
