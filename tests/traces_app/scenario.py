@@ -12,12 +12,13 @@ approval and a failed tool call, all on the real engine with scripted models.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from runs_app.models import Approval, Run
 from runs_app.services import approval_decide, run_start
 from tests.runs_app.engine_support import agent, configure, make_user, provider, wait_for, wait_until
 
-BOSS = [
+BOSS: list[dict[str, Any]] = [
     {"match": "^bg:", "turns": [{"say": "noted"}]},
     {
         "turns": [
@@ -32,7 +33,7 @@ BOSS = [
         ]
     },
 ]
-HELPER = [
+HELPER: list[dict[str, Any]] = [
     {
         "match": "^leaf:",
         "turns": [

@@ -132,17 +132,18 @@ def test_content_is_exported_when_asked_with_secrets_masked(
     )
     run = finish("solo", "find it")
     assert services.drain(timeout=20)
-    spans = {s.name: s for s in memory_exporter.get_finished_spans()}
+    spans: dict[str, Any] = {s.name: s for s in memory_exporter.get_finished_spans()}
     tool = spans["execute_tool memory_recall"]
     assert tool.attributes["gen_ai.tool.call.arguments"] == '{"query": "[redacted]"}'
     assert tool.attributes["gen_ai.tool.call.result"] == "No memories found."
     agent_span = spans["invoke_agent solo"]
     assert agent_span.attributes["input.value"] == "find it"
     assert agent_span.attributes["output.value"] == run.output == "ok"
-    chats = [s for s in memory_exporter.get_finished_spans() if s.name.startswith("chat ")]
+    chats: list[Any] = [s for s in memory_exporter.get_finished_spans() if s.name.startswith("chat ")]
     assert '"[redacted]"' in chats[0].attributes["gen_ai.output.messages"]
     assert all(
-        "sk-test-0123456789" not in str(dict(s.attributes)) for s in memory_exporter.get_finished_spans()
+        "sk-test-0123456789" not in str(dict(s.attributes or {}))
+        for s in memory_exporter.get_finished_spans()
     )
 
 
@@ -187,7 +188,7 @@ def test_a_cron_run_carries_the_subagent_fields(memory_exporter: InMemorySpanExp
     run = wait_for(started.pk)
     assert run.spawn_site == "cron"
     assert services.drain(timeout=20)
-    span = next(
+    span: Any = next(
         s for s in memory_exporter.get_finished_spans() if s.context.span_id == runlog.run_span_id(run.pk)
     )
     assert {k: v for k, v in span.attributes.items() if k.startswith("subagent.")} == {
@@ -235,3 +236,30 @@ def test_a_long_run_exports_its_calls_as_they_end_and_the_rest_once_it_ends(
     ids = [s.context.span_id for s in memory_exporter.get_finished_spans()]
     assert len(ids) == len(set(ids)) == 17
     assert runlog.run_span_id(root.pk) in ids
+
+
+@pytest.mark.django_db
+def test_the_export_adds_no_statement_to_the_engines_transactions(settings: Any) -> None:
+    """What runs inside an engine transaction is the receiver of the written events: with
+    export on it only registers a task message for after the commit."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from runs_app import events
+
+    run = Run.objects.create(agent="solo")
+    Run.objects.filter(pk=run.pk).update(root_id=run.pk)
+    run.root_id = run.pk
+
+    def statements(on: bool) -> list[str]:
+        settings.CLAWBOARD_TRACES_EXPORT = on
+        with CaptureQueriesContext(connection) as queries, transaction.atomic():
+            with events.tree_tx(run.pk):
+                events.emit(run, "tool.result", {"call_id": "c1"})
+                events.emit(run, "model.response", {"turn": 0})
+                events.emit(run, "run.completed", {})
+            registered = len(connection.run_on_commit)
+        assert registered >= (2 if on else 1)
+        return [q["sql"].split(" ")[0] for q in queries.captured_queries]
+
+    assert statements(True) == statements(False)

@@ -11,7 +11,7 @@ from opentelemetry.trace import StatusCode
 
 from runs_app import runlog
 from runs_app.models import ToolCall
-from tests.runs_app.engine_support import engine  # noqa: F401 - fixture
+from tests.runs_app.engine_support import at, engine  # noqa: F401 - fixture
 from tests.traces_app.scenario import make_tree
 from traces_app import services
 from traces_app.models import TraceExport
@@ -31,7 +31,7 @@ def test_a_three_level_tree_exports_every_run_model_call_and_tool_call(
 ) -> None:
     made = make_tree()
     assert services.drain(timeout=20)
-    spans = memory_exporter.get_finished_spans()
+    spans: Any = memory_exporter.get_finished_spans()
     ids = [s.context.span_id for s in spans]
     assert len(ids) == len(set(ids)), "each span exported once"
     names = by_name(spans)
@@ -50,7 +50,7 @@ def test_a_three_level_tree_exports_every_run_model_call_and_tool_call(
     assert len(names["chat boss-model-1"]) == 3 + 1  # the root's three turns, the background's one
     assert {s.context.trace_id for s in spans} == {runlog.trace_id_of(made.boss.pk)}
 
-    span = {s.context.span_id: s for s in spans}
+    span: dict[int, Any] = {s.context.span_id: s for s in spans}
     root = span[runlog.run_span_id(made.boss.pk)]
     assert root.parent is None
     assert root.status.status_code == StatusCode.OK
@@ -86,7 +86,7 @@ def test_a_three_level_tree_exports_every_run_model_call_and_tool_call(
     tool = span[runlog.call_span_id(failed.pk)]
     assert tool.parent.span_id == leaf.context.span_id
     assert tool.status.status_code == StatusCode.ERROR
-    assert tool.status.description == failed.result["error"]
+    assert tool.status.description == (failed.result or {})["error"]
     assert tool.attributes["error.type"] == "tool_error"
     assert tool.attributes["gen_ai.tool.name"] == "file_read"
     assert tool.attributes["gen_ai.tool.call.id"] == failed.call_id
@@ -94,7 +94,7 @@ def test_a_three_level_tree_exports_every_run_model_call_and_tool_call(
     assert tool.attributes["openinference.span.kind"] == "TOOL"
     assert tool.start_time <= tool.end_time
     assert tool.start_time == int(failed.created_at.timestamp() * 1_000_000) * 1000
-    assert tool.end_time == int(failed.finished_at.timestamp() * 1_000_000) * 1000
+    assert tool.end_time == int(at(failed.finished_at).timestamp() * 1_000_000) * 1000
 
     approved = ToolCall.objects.get(run=made.boss, name="memory_recall")
     asked = span[runlog.call_span_id(approved.pk)]
