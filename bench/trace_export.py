@@ -90,7 +90,7 @@ def child_overhead(n: int, repeat: int) -> None:
                 time.sleep(0.01)
         cpus.append(cpu() - before_cpu)
         times.append(time.perf_counter() - before)
-    print(json.dumps({"cpu": median(cpus), "wall": median(times), "rss": peak_rss_mb()}))
+    print(json.dumps({"cpu": median(cpus), "wall": median(times), "rss": peak_rss_mb()}), flush=True)
     worker.stop()
 
 
