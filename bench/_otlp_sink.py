@@ -1,6 +1,6 @@
 """A minimal OTLP/HTTP receiver for benchmarks: accepts `POST /v1/traces` (protobuf), decodes
 each `ExportTraceServiceRequest` with the OpenTelemetry protocol's own classes, and counts the
-spans (all, and distinct ids). `GET /count` answers `{"spans": n, "distinct": m}`.
+spans (all, and distinct (trace id, span id) pairs: a span id is unique within its trace). `GET /count` answers `{"spans": n, "distinct": m}`.
 
 Usage: python bench/_otlp_sink.py PORT"""
 
@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-seen: set[bytes] = set()
+seen: set[tuple[bytes, bytes]] = set()
 total = 0
 lock = threading.Lock()
 
@@ -27,7 +27,7 @@ class Sink(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        ids = [s.span_id for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        ids = [(s.trace_id, s.span_id) for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
         with lock:
             total += len(ids)
             seen.update(ids)

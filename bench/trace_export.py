@@ -10,7 +10,7 @@
             all, the longest single export task (a worker is held at most that long), and
             whether any span arrived twice.
 
-Usage: python bench/trace_export.py [--part overhead,backlog] [--n 100] [--repeat 5]
+Usage: python bench/trace_export.py [--part overhead,backlog] [--n 100] [--repeat 5] [--pairs 2]
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def child_overhead(n: int, repeat: int, out: str) -> None:
             while not exported_all():
                 if time.monotonic() > deadline:
                     raise RuntimeError("the export did not finish in 120 s")
-                time.sleep(0.01)
+                time.sleep(0.05)
         cpus.append(cpu() - before_cpu)
         times.append(time.perf_counter() - before)
     # A file, not stdout: the embedded Celery worker takes the process's stdout over.
@@ -139,15 +139,16 @@ def child_overhead(n: int, repeat: int, out: str) -> None:
     worker.stop()
 
 
-def overhead(n: int, repeat: int) -> None:
+def overhead(n: int, repeat: int, pairs: int) -> None:
     port = free_port()
     proc = sink(port)
     try:
-        figures = {}
-        for label, extra in (
+        runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+        # Interleaved (off, on, off, on, …): the machine's speed drifts within minutes.
+        for label, extra in [
             ("off", {}),
             ("on", {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}),
-        ):
+        ] * pairs:
             env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | extra
             out = Path(tempfile.mkdtemp(prefix="clawboard-bench-")) / "figures.json"
             subprocess.run(
@@ -165,8 +166,11 @@ def overhead(n: int, repeat: int) -> None:
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
-            figures[label] = json.loads(out.read_text())
+            runs[label].append(json.loads(out.read_text()))
         got = counted(port)
+        figures = {
+            label: {k: median([r[k] for r in found]) for k in found[0]} for label, found in runs.items()
+        }
     finally:
         proc.terminate()
     off, on = figures["off"], figures["on"]
@@ -287,6 +291,7 @@ def main() -> None:
     parser.add_argument("--part", default="overhead,backlog")
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=2, help="off/on process pairs, interleaved (default 2)")
     parser.add_argument("--trees", type=int, default=10)
     parser.add_argument("--calls", type=int, default=9_999)
     parser.add_argument("--child-overhead", default="", help=argparse.SUPPRESS)
@@ -296,7 +301,7 @@ def main() -> None:
         return
     print("load average (1, 5, 15 min) at the start: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if "overhead" in args.part:
-        overhead(args.n, args.repeat)
+        overhead(args.n, args.repeat, args.pairs)
     if "backlog" in args.part:
         backlog(args.trees, args.calls)
 
