@@ -106,7 +106,8 @@ def export_tree(*, root_id: Any, now: Any = None) -> int | None:
     if not leased.update(lease_until=now + LEASE):
         return None
     try:
-        return _export_leased(row, now)
+        # Read again under the lease: another exporter may have sent spans since.
+        return _export_leased(TraceExport.objects.get(pk=row.pk), now)
     finally:
         TraceExport.objects.filter(pk=row.pk).update(lease_until=None)
 
