@@ -60,9 +60,9 @@ pytest: $(STAMP) bwrap phoenix
 
 # Browser tests, in their own pytest process (pyproject's addopts leave tests/e2e out of `pytest`).
 # Debian's chromium only: never a browser downloaded by Playwright.
-e2e: $(STAMP)
+e2e: $(STAMP) phoenix
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
-	$(BIN)/pytest tests/e2e -p no:cacheprovider
+	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider
 
 # Scale-out mode against the PostgreSQL and Redis on 127.0.0.1, with real worker and daphne
 # processes (its own pytest process: tests/distributed/pytest.ini). Skips with a reason when the
@@ -76,5 +76,5 @@ clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache
 
 # Refresh the operator guide's pictures (docs/screenshots) from a real browser run.
-screenshots: $(STAMP)
-	UPDATE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e -p no:cacheprovider
+screenshots: $(STAMP) phoenix
+	UPDATE_SCREENSHOTS=1 CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider
