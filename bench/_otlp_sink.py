@@ -27,7 +27,12 @@ class Sink(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
-        ids = [(s.trace_id, s.span_id) for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        ids = [
+            (s.trace_id, s.span_id)
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
         with lock:
             total += len(ids)
             seen.update(ids)
