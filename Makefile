@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots phoenix
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,20 @@ install: $(STAMP) bwrap
 # `shell` runs only inside bubblewrap (docs/tools.md); Debian's package, installed when missing.
 bwrap:
 	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
+
+# Arize Phoenix, the real OTLP receiver of tests/traces_app: about 140 packages with their own
+# pins (OpenTelemetry, protobuf, pydantic), so in a virtual environment of its own, outside the
+# repository; pip's cache makes a second install on this machine fast.
+PHOENIX_VERSION ?= 20.26.1
+PHOENIX_VENV ?= $(HOME)/.cache/clawboard/phoenix-venv
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-$(PHOENIX_VERSION)
+
+$(PHOENIX_STAMP):
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
+	touch $(PHOENIX_STAMP)
+
+phoenix: $(PHOENIX_STAMP)
 
 # DEBUG off unless asked for: `make run DEBUG=1` shows Django's debug pages (never by default).
 DEBUG ?=
@@ -45,15 +59,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) bwrap
+pytest: $(STAMP) bwrap phoenix
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/pytest
+	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest
 
 # Browser tests, in their own pytest process (pyproject's addopts leave tests/e2e out of `pytest`).
 # Debian's chromium only: never a browser downloaded by Playwright.
-e2e: $(STAMP)
+e2e: $(STAMP) phoenix
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
-	$(BIN)/pytest tests/e2e -p no:cacheprovider
+	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider
 
 # Scale-out mode against the PostgreSQL and Redis on 127.0.0.1, with real worker and daphne
 # processes (its own pytest process: tests/distributed/pytest.ini). Skips with a reason when the
@@ -67,5 +81,5 @@ clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache
 
 # Refresh the operator guide's pictures (docs/screenshots) from a real browser run.
-screenshots: $(STAMP)
-	UPDATE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e -p no:cacheprovider
+screenshots: $(STAMP) phoenix
+	UPDATE_SCREENSHOTS=1 CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider

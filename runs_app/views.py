@@ -40,6 +40,7 @@ from runs_app.services import (
     run_steer,
 )
 from runs_app.templatetags.clawboard import money
+from traces_app.selectors import export_status
 
 STATUSES = [s for s, _ in Run.Status.choices]
 KINDS = [k for k, _ in Run.Kind.choices]
@@ -105,6 +106,7 @@ def _home_context() -> dict[str, Any]:
         ),
         "sandbox": sandbox.status(),
         "sandbox_fix": _sandbox_fix(sandbox.status()),
+        "trace_export": export_status(),
     }
 
 
@@ -200,6 +202,7 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
             prompt=request.POST.get("prompt", ""),
             context=request.POST.get("context", ""),
             user=request.user,
+            spawn_site=Run.SpawnSite.DASHBOARD,
         )
     except RunServiceError as exc:
         messages.error(request, exc.message)
@@ -538,7 +541,7 @@ def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_resume(run=run, user=request.user)
+        new = run_resume(run=run, user=request.user, spawn_site=Run.SpawnSite.DASHBOARD)
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")
@@ -552,7 +555,12 @@ def run_continue_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_continue(run=run, user=request.user, prompt=request.POST.get("prompt", ""))
+        new = run_continue(
+            run=run,
+            user=request.user,
+            prompt=request.POST.get("prompt", ""),
+            spawn_site=Run.SpawnSite.DASHBOARD,
+        )
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")

@@ -5,7 +5,9 @@ import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
+from traces_app import config as traces_config
 from zeroclaw_site.dbpool import pool_max_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -46,6 +48,7 @@ INSTALLED_APPS = [
     "policies_app",
     "agents_app",
     "runs_app",
+    "traces_app",
 ]
 
 MIDDLEWARE = [
@@ -231,9 +234,18 @@ if CELERY_BROKER_URL.startswith("redis"):
 CELERY_BEAT_SCHEDULE = {
     "reap": {"task": "runs.reap", "schedule": CLAWBOARD_REAP_SECS},
     "fire-schedules": {"task": "runs.fire_schedules", "schedule": 30.0},
+    "export-traces": {"task": "traces.sweep", "schedule": CLAWBOARD_REAP_SECS},
 }
 
 CSRF_FAILURE_VIEW = "zeroclaw_site.views.csrf_failure"
+
+# Traces of runs over OTLP/HTTP (traces_app, docs/deployment.md#traces): on when the SDK's
+# endpoint variable is set; prompts and tool arguments only with the GenAI content switch.
+CLAWBOARD_TRACES_EXPORT = traces_config.export_enabled()
+CLAWBOARD_TRACES_CAPTURE = traces_config.capture_content()
+# How far back the sweep looks for ended trees never exported (a lost task message).
+CLAWBOARD_TRACES_HORIZON_HOURS = env.float("CLAWBOARD_TRACES_HORIZON_HOURS", default=24.0)
+CLAWBOARD_TRACES_SPANS_PER_TASK = env.int("CLAWBOARD_TRACES_SPANS_PER_TASK", default=5000)
 
 if CLAWBOARD_TLS:
     SESSION_COOKIE_SECURE = True
@@ -244,9 +256,27 @@ if CLAWBOARD_TLS:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# CLAWBOARD_LOG_FORMAT=json: one JSON object per line, a run's records with its ids
+# (zeroclaw_site/jsonlogs.py); the server's and the workers' logs alike.
+CLAWBOARD_LOG_FORMAT = env.str("CLAWBOARD_LOG_FORMAT", default="text")
+if CLAWBOARD_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"CLAWBOARD_LOG_FORMAT must be text or json, not {CLAWBOARD_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"run": {"()": "zeroclaw_site.jsonlogs.RunFilter"}},
+    "formatters": {
+        "text": {"format": "%(message)s"},
+        "json": {"()": "zeroclaw_site.jsonlogs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["run"],
+            "formatter": CLAWBOARD_LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }
+# A Celery worker keeps the handlers above instead of installing its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

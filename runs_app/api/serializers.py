@@ -23,7 +23,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     class Meta:
         model = Run
         fields = [
-            "id", "parent_id", "root_id", "agent", "kind", "mode", "execution", "depth", "spawn_depth",
+            "id", "parent_id", "root_id", "agent", "kind", "mode", "execution", "spawn_site", "depth", "spawn_depth",
             "session_key", "task_name", "label", "prompt", "context", "status", "output", "error",
             "tool_result", "provider_requested", "provider_served", "model", "input_tokens",
             "output_tokens", "cost_cents", "turns", "created_at", "started_at", "finished_at",

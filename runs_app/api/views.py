@@ -494,6 +494,7 @@ class RunListApi(APIView):
             "context": data["context"],
             "user": request.user,
             "idempotency_key": data.get("idempotency_key") or None,
+            "spawn_site": Run.SpawnSite.REST,
         }
         try:
             try:
@@ -712,7 +713,9 @@ class RunContinueApi(APIView):
         data = _validated(self.InputSerializer, request.data)
         run = _run_or_404(run_id)
         try:
-            new = services.run_continue(run=run, user=request.user, prompt=data["prompt"])
+            new = services.run_continue(
+                run=run, user=request.user, prompt=data["prompt"], spawn_site=Run.SpawnSite.REST
+            )
         except services.RunServiceError as exc:
             raise ServiceRefusal(exc) from exc
         return Response(_run_data(new), status=status.HTTP_201_CREATED)
@@ -732,7 +735,7 @@ class RunResumeApi(APIView):
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         try:
-            new = services.run_resume(run=run, user=request.user)
+            new = services.run_resume(run=run, user=request.user, spawn_site=Run.SpawnSite.REST)
         except services.RunServiceError as exc:
             raise ServiceRefusal(exc) from exc
         return Response(_run_data(new), status=status.HTTP_201_CREATED)

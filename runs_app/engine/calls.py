@@ -6,6 +6,8 @@ the run again (`settle.complete_call`)."""
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ from runs_app.engine.tools.base import LocalToolContext, ToolResult
 from runs_app.engine.tools.registry import LOCAL_TOOLS, run_local
 from runs_app.engine.transcript import Transcript, append
 from runs_app.models import Announce, Approval, Run, Steer, ToolCall
+
+log = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
@@ -70,6 +74,7 @@ def record_calls(step: Step, planned: tuple[Planned, ...]) -> list[ToolCall]:
     ready: list[ToolCall] = []
     for p, row in zip(planned, rows, strict=True):
         events.emit(run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments})
+        log.info("tool call %s %s: %s", row.name, row.call_id, p.kind)
         if p.kind == "refused":
             settle.complete_call(row, ToolResult.fail(p.refusal).as_dict(), run=run)
         elif p.kind == "approval":
@@ -174,8 +179,11 @@ def run_local_calls(step: Step, rows: list[ToolCall]) -> dict[int, ToolResult]:
             connection.close()  # this thread's own connection, opened for this call
 
     if len(rows) > 1 and policy.runtime.parallel_tools:
+        # Each thread runs in a copy of this one's context: its log records name the run.
+        contexts = [contextvars.copy_context() for _ in rows]
         with ThreadPoolExecutor(max_workers=min(8, len(rows))) as pool:
-            return {row.pk: res for row, res in zip(rows, pool.map(in_thread, rows), strict=True)}
+            done = pool.map(lambda c, row: c.run(in_thread, row), contexts, rows)
+            return {row.pk: res for row, res in zip(rows, done, strict=True)}
     return {row.pk: one(row) for row in rows}
 
 

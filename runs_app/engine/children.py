@@ -120,13 +120,14 @@ def create_run(
     continued_from: Run | None = None,
     first_message: str | None = None,
     turns: int = 0,
+    spawn_site: str = "",
 ) -> Run:
     """Insert a queued run with its first messages and emit `run.queued`, in the caller's
     transaction; it is dispatched on commit. `policy`: the run's frozen policy; without it the
     run shares its parent's snapshot (a subagent). `history`: the messages of another run this
     one starts from, before its first message: their complete turns only (fork, continue:
     `complete_turns`), or with `whole_history` every one as it is, system prompt included
-    (resume)."""
+    (resume). `spawn_site`: where it was started (`Run.SpawnSite`)."""
     run_id = uuid.uuid4()
     snapshot_id, policy = _frozen(policy, parent)
     holders, result_chars = _tree_facts(run_id, policy, parent)
@@ -140,6 +141,7 @@ def create_run(
         kind=kind,
         mode=mode,
         execution=execution,
+        spawn_site=spawn_site,
         depth=depth,
         spawn_depth=spawn_depth,
         session_key=f"{SESSION_PREFIX[Run.Kind(kind)]}-{run_id}",

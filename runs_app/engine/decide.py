@@ -41,6 +41,7 @@ class Turn:
     failure: str | None = None
     invalid: bool = False  # no usable answer came (empty or think-only)
     requested_at: str = ""  # when the call was made (ISO 8601)
+    answered_at: str = ""  # when its answer (or failure) came back (ISO 8601)
     # The worst-case cost reserved on the tracker for this call, and the day it is on (the
     # turn's record settles it: `budget.worst_case_cents`, `tracker_settle_cost`).
     reserved: float = 0.0
@@ -58,6 +59,7 @@ class Turn:
             "failure": self.failure,
             "invalid": self.invalid,
             "requested_at": self.requested_at,
+            "answered_at": self.answered_at,
             "reserved": self.reserved,
             "reserved_on": self.reserved_on.isoformat() if self.reserved_on else None,
         }
@@ -73,6 +75,7 @@ class Turn:
             failure=data["failure"],
             invalid=data["invalid"],
             requested_at=data["requested_at"],
+            answered_at=data.get("answered_at", ""),
             reserved=data["reserved"],
             reserved_on=date.fromisoformat(data["reserved_on"]) if data["reserved_on"] else None,
         )

@@ -228,6 +228,7 @@ def _create_child(
         timeout_secs=_timeout(snap, target),
         created_by=user or caller.created_by,
         via_api=via_api,
+        spawn_site=Run.SpawnSite.REST if via_api else Run.SpawnSite.DELEGATE,
     )
 
 

@@ -69,6 +69,7 @@ def spawn_subagent(
             created_by=user or parent.created_by,
             via_api=via_api,
             history=history,
+            spawn_site=Run.SpawnSite.REST if via_api else Run.SpawnSite.SPAWN_SUBAGENT,
         )
     if background:
         accepted = {"status": "accepted", "run_id": str(child.pk), "session_key": child.session_key}

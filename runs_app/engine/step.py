@@ -25,7 +25,7 @@ from policies_app.tracker import (
     tracker_reserve_cost,
     tracker_settle_cost,
 )
-from runs_app import events
+from runs_app import events, runlog
 from runs_app.engine import dispatch, heartbeat, inflight
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, worst_case_cents
@@ -85,7 +85,7 @@ def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
 
 
 def _holding(run: Run, answered: Turn | None) -> None:
-    with heartbeat.holding(run.pk):
+    with heartbeat.holding(run.pk), runlog.bound(run):
         try:
             drive(run, answered)
         except Stopped:
@@ -220,6 +220,7 @@ def continue_with(run_id: Any, owner: str, turn: Turn) -> None:
 
 def answer_of(run: Run, asked: Turn, reply: ModelReply | None, exc: BaseException | None) -> Turn:
     """The Turn of a model call: its reply, or why there is none."""
+    asked = dataclasses.replace(asked, answered_at=timezone.now().isoformat())
     if reply is None:
         if isinstance(exc, ProviderError):  # AllProvidersFailed included
             invalid = (
@@ -336,8 +337,14 @@ def _record_turn(step: Step, turn: Turn) -> bool:
             "cost_cents": cost,
             "provider": turn.provider_ref,
             "model": turn.model,
+            "answered_at": turn.answered_at,
         },
     )
+    # Under the run's ids in the structured logs (runlog), like every record its worker writes.
+    log.info(
+        "model turn %s: %s tool call(s), %s input and %s output tokens, model %s",
+        run.turns, len(turn.calls), turn.usage.input_tokens, turn.usage.output_tokens, turn.model,
+    )  # fmt: skip
     run.owner, run.model_call_at = heartbeat.WORKER_ID, None
     run.turns += 1
     run.input_tokens += turn.usage.input_tokens
