@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,9 +20,9 @@ from django.test.utils import CaptureQueriesContext
 from runs_app.engine import dispatch
 from runs_app.models import Run
 from runs_app.services import run_start
-from tests.runs_app.engine_support import agent, configure, provider
+from tests.runs_app.engine_support import agent, configure, inline, provider  # noqa: F401 - fixture
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 CHILDREN = 60
 # The budgets, per child of a coordinator that spawns one child per model turn, and for a
@@ -38,19 +37,6 @@ max_actions_per_hour = 10000000
 max_cost_per_day_cents = 10000000
 max_children_per_run = 20
 """
-
-
-@pytest.fixture
-def queued(settings: Any) -> Iterator[dispatch.QueuedDispatcher]:
-    import runs_app.tasks  # noqa: F401 - registers the tasks the queue runs
-
-    settings.CLAWBOARD_DISPATCH = "queued"
-    queue = dispatch.queued()
-    queue.queue.clear()
-    queue.delayed.clear()
-    yield queue
-    queue.queue.clear()
-    queue.delayed.clear()
 
 
 def counted(queries: list[dict[str, Any]]) -> list[str]:
@@ -98,9 +84,7 @@ def report(title: str, statements: list[str], per: int) -> None:
         print(f"{n / per:7.2f}  {key}")
 
 
-def test_a_sequentially_spawned_child_costs_at_most_its_budget_of_statements(
-    queued: dispatch.QueuedDispatcher,
-) -> None:
+def test_a_sequentially_spawned_child_costs_at_most_its_budget_of_statements() -> None:
     spawn = {"name": "spawn_subagent", "arguments": {"prompt": "child: work"}}
     turns: list[dict[str, Any]] = [{"tool_calls": [spawn]} for _ in range(CHILDREN)]
     configure(
@@ -113,7 +97,7 @@ def test_a_sequentially_spawned_child_costs_at_most_its_budget_of_statements(
     )
     with CaptureQueriesContext(connection) as ctx:
         root = run_start(agent="coordinator", prompt="coordinate")
-        queued.run_until_idle()
+        dispatch.queued().run_until_idle()
     run = Run.objects.get(pk=root.pk)
     assert (run.status, run.output) == ("completed", "done")
     assert Run.objects.filter(parent=run, status="completed").count() == CHILDREN
@@ -122,15 +106,13 @@ def test_a_sequentially_spawned_child_costs_at_most_its_budget_of_statements(
     assert len(statements) <= PER_CHILD * CHILDREN
 
 
-def test_a_top_level_run_of_one_model_turn_costs_at_most_its_budget_of_statements(
-    queued: dispatch.QueuedDispatcher,
-) -> None:
+def test_a_top_level_run_of_one_model_turn_costs_at_most_its_budget_of_statements() -> None:
     configure(provider("solo", [{"turns": [{"say": "hello"}]}]) + agent("solo", "scripted.solo"))
     run_start(agent="solo", prompt="warm up")  # the configuration read once, as in a server
-    queued.run_until_idle()
+    dispatch.queued().run_until_idle()
     with CaptureQueriesContext(connection) as ctx:
         root = run_start(agent="solo", prompt="hi")
-        queued.run_until_idle()
+        dispatch.queued().run_until_idle()
     assert Run.objects.get(pk=root.pk).status == "completed"
     statements = counted(ctx.captured_queries)
     report("one turn", statements, 1)
