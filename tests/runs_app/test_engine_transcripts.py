@@ -14,13 +14,13 @@ from runs_app.models import Message, Run, ToolCall
 from tests.runs_app.engine_support import (
     agent,
     configure,
-    engine,  # noqa: F401 - fixture
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     transcript,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
 
