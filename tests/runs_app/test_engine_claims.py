@@ -14,14 +14,14 @@ from runs_app.models import Run, RunEvent
 from tests.runs_app.engine_support import (
     agent,
     configure,
-    engine,  # noqa: F401 - fixture
     events_of,
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     start,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: one"}}
 
