@@ -24,14 +24,10 @@ def _no_trace_export(settings: pytest.FixtureRequest) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """The run-rate counters live in the cache, and user ids repeat across tests: each test
-    starts with none. The claims' limit is read again from the test's own database too (a
-    flush between tests deletes the row without a save that would tell the cache)."""
+    starts with none."""
     from django.core.cache import cache
 
-    from runs_app.engine import claims
-
     cache.clear()
-    claims.forget_limit()
 
 
 _worker = None

@@ -10,7 +10,7 @@ import contextvars
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class Step:
     run: Run
     policy: FrozenPolicy
     transcript: Transcript
+    calls: list[ToolCall] = field(default_factory=list)  # the current turn's, once recorded
 
     @property
     def root_id(self) -> Any:
@@ -71,6 +72,7 @@ def record_calls(step: Step, planned: tuple[Planned, ...]) -> list[ToolCall]:
     )  # fmt: skip
     if any(r.pk is None for r in rows):  # a backend whose bulk insert returns no ids
         rows = list(ToolCall.objects.filter(run=run, turn=run.turns - 1).order_by("position"))
+    step.calls = rows
     ready: list[ToolCall] = []
     for p, row in zip(planned, rows, strict=True):
         events.emit(run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments})
@@ -114,10 +116,10 @@ def execute(step: Step, rows: list[ToolCall]) -> bool:
             connection.close()  # back to the process's pool while the tools run (a shell may take minutes)
         results = run_local_calls(step, local)
         # Recorded even if the run stops right after: what the tools did is a fact.
-        with events.tree_tx(step.root_id):
+        with events.tree_tx(step.root_id, durable=True):
             for row in local:
                 settle.complete_call(row, results[row.pk].as_dict(), run=step.run)
-    with events.tree_tx(step.root_id):
+    with events.tree_tx(step.root_id, durable=True):
         if not still_mine(step.run):
             raise Stopped
         return admit_and_wait(step, [r for r in rows if r.name not in LOCAL_TOOLS])
@@ -126,19 +128,40 @@ def execute(step: Step, rows: list[ToolCall]) -> bool:
 def admit_and_wait(step: Step, rows: list[ToolCall]) -> bool:
     """Inside a transaction where the run is still ours: admit spawn/delegate/yield calls,
     then wait if anything is pending. True when nothing blocks the run."""
+    admit(step, rows)
+    transitions.lock_run(step.run.pk)
+    blocked = transitions.blocking(step.run.pk)
+    if blocked[0]:
+        wait(step, blocked, if_owner=heartbeat.WORKER_ID)
+    return not blocked[0]
+
+
+def admit(step: Step, rows: list[ToolCall]) -> None:
     for row in rows:
         _admit(step, row)
-    transitions.lock_run(step.run.pk)
-    pending, asks = transitions.blocking(step.run.pk)
-    if not pending:
-        return True
+
+
+def blocked_by(turn_calls: list[ToolCall]) -> tuple[int, int] | None:
+    """What keeps the run waiting after the turn that made `turn_calls` was handled, as
+    `transitions.blocking` counts it, known without a read: every call of earlier turns is
+    done before a model turn, and each call of this one that the turn's transaction completed
+    is marked done on its row object (`settle.complete_call`). None when that cannot be known
+    here (sessions_yield is completed through a row of its own)."""
+    if any(c.name == "sessions_yield" for c in turn_calls):
+        return None
+    pending = [c for c in turn_calls if c.status == ToolCall.Status.PENDING]
+    return len(pending), sum(1 for c in pending if c.wait_kind == "approval")
+
+
+def wait(step: Step, blocked: tuple[int, int], **how: Any) -> bool:
+    """Inside the transaction that found the run blocked: it waits, holding no worker. `how`:
+    the move's condition and the other columns its UPDATE writes."""
+    pending, asks = blocked
     status = Run.Status.AWAITING_APPROVAL if asks else Run.Status.WAITING
-    transitions.move(
+    return settle.stop(
         step.run, [Run.Status.RUNNING], status, event="run.waiting", data={"status": status, "pending": pending},
-        if_owner=heartbeat.WORKER_ID, owner="",
+        owner="", **how,
     )  # fmt: skip
-    settle.dispatch_deferred()
-    return False
 
 
 def _admit(step: Step, row: ToolCall) -> None:
@@ -207,7 +230,7 @@ def resume(step: Step) -> bool:
                     return False
                 continue
             if any(c.status == ToolCall.Status.PENDING for c in calls):
-                with events.tree_tx(step.root_id):
+                with events.tree_tx(step.root_id, durable=True):
                     if not still_mine(run):
                         raise Stopped
                     if not admit_and_wait(step, []):
@@ -217,8 +240,8 @@ def resume(step: Step) -> bool:
     tool_messages = [ChatMessage("tool", msg.tool_message(c.result), tool_call_id=c.call_id) for c in calls]
     if not tool_messages and not run.has_inbox:
         return True
-    with events.tree_tx(step.root_id):
-        append(run.pk, step.transcript, tool_messages + _inbox(run))
+    with events.tree_tx(step.root_id, durable=True):
+        append(run.pk, step.transcript, tool_messages + (_inbox(run) if run.has_inbox else []))
     return True
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents_app.snapshot import AgentSpec
 from policies_app.specs import DEFAULT_TOOL_RESULT_CHARS
 from runs_app import events
-from runs_app.engine import dispatch
+from runs_app.engine import dispatch, transcript
 from runs_app.engine import messages as msg
 from runs_app.engine.frozen import FrozenPolicy, policy_of, snapshot_for
 from runs_app.models import Message, Run, ToolCall
@@ -172,7 +172,9 @@ def create_run(
         continued_from=continued_from,
         turns=turns,
     )
-    Message.objects.bulk_create(_first_messages(run, system_prompt, history, whole_history, first_message))
+    first = _first_messages(run, system_prompt, history, whole_history, first_message)
+    Message.objects.bulk_create(first)
+    transcript.created(run.pk, first)
     data = {"agent": agent, "kind": kind, "mode": mode, "execution": execution,
             "parent_id": str(parent.pk) if parent else None, "prompt": prompt[:500]}  # fmt: skip
     events.emit(run, "run.queued", data)
