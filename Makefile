@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap mcp-servers demo clean screenshots
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +21,30 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP) $(RUN_STAMP)
 
-install: $(STAMP) bwrap
+install: $(STAMP) bwrap mcp-servers
 
 # `shell` runs only inside bubblewrap (docs/tools.md); Debian's package, installed when missing.
 bwrap:
 	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
+
+# Real MCP servers for the tests (docs/tools.md#mcp-tools): the npm ones pinned by
+# mcp_servers/package-lock.json, the PyPI ones in a venv of their own. Kept outside the
+# repository, so a fresh clone on this machine finds them installed; redone only when the
+# pins change.
+MCP_SERVERS_DIR ?= $(HOME)/.cache/clawboard/mcp
+MCP_PYPI_SERVERS := mcp-server-time==2026.10.19 mcp-server-git==2026.10.19
+export MCP_SERVERS_DIR
+
+mcp-servers:
+	mkdir -p $(MCP_SERVERS_DIR)
+	cmp -s mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/package-lock.json \
+	  && test -d $(MCP_SERVERS_DIR)/node_modules/@modelcontextprotocol/server-filesystem \
+	  || (cp mcp_servers/package.json mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/ \
+	      && npm ci --prefix $(MCP_SERVERS_DIR) --no-audit --no-fund --ignore-scripts)
+	test "$$(cat $(MCP_SERVERS_DIR)/venv/.pins 2>/dev/null)" = "$(MCP_PYPI_SERVERS)" \
+	  || ($(PYTHON) -m venv $(MCP_SERVERS_DIR)/venv \
+	      && $(MCP_SERVERS_DIR)/venv/bin/pip install -q $(MCP_PYPI_SERVERS) \
+	      && echo "$(MCP_PYPI_SERVERS)" > $(MCP_SERVERS_DIR)/venv/.pins)
 
 run: $(RUN_STAMP)
 	$(BIN)/python manage.py migrate --noinput
@@ -40,7 +59,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) bwrap
+pytest: $(STAMP) bwrap mcp-servers
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

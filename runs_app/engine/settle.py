@@ -112,11 +112,12 @@ def complete_call(call: ToolCall, result: dict[str, Any], *, run: Run) -> bool:
     """Mark a pending tool call of `run` done (at most once) and wake the run if nothing else
     is pending."""
     with events.tree_tx(run.root_id or run.pk):
+        now = timezone.now()
         if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
-            status=ToolCall.Status.DONE, result=result
+            status=ToolCall.Status.DONE, result=result, finished_at=now
         ):
             return False
-        call.status, call.result = ToolCall.Status.DONE, result
+        call.status, call.result, call.finished_at = ToolCall.Status.DONE, result, now
         events.emit(run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
         wake_if_ready(run)
     return True

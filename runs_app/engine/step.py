@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from policies_app.policy import TOOL_SEARCH
 from policies_app.tracker import (
     BudgetExhausted,
     tracker_check_cost,
@@ -50,10 +51,12 @@ from runs_app.engine.providers import (
     InvalidCompletion,
     ModelReply,
     ProviderError,
+    ToolSpec,
     cost_cents,
 )
 from runs_app.engine.settle import run_finish
-from runs_app.engine.tools.registry import LOCAL_TOOLS, tool_specs
+from runs_app.engine.tools import mcp_tools
+from runs_app.engine.tools.registry import is_local, tool_specs
 from runs_app.engine.transcript import Transcript, append, load
 from runs_app.models import Run
 
@@ -125,13 +128,36 @@ def current(run_id: Any, transcript: Transcript) -> Step | None:
 
 
 def state_of(step: Step) -> RunState:
+    mcp = step.mcp_callable()
+    search = [TOOL_SEARCH] if step.mcp_offer() and mcp_tools.tool_search_allowed(step.mcp) else []
     return RunState(
         kind=step.run.kind,
         agentic=step.run.agentic,
-        tools=frozenset(step.run.tools),
+        tools=frozenset(step.run.tools) | frozenset(mcp) | frozenset(search),
         risk=step.policy.risk,
         dedup_exempt=frozenset(step.policy.runtime.tool_call_dedup_exempt),
+        gated=mcp_tools.gated(mcp, step.policy.risk),
     )
+
+
+def offered_tools(step: Step) -> tuple[list[ToolSpec], list[ChatMessage]]:
+    """The tool schemas of the model call, and (deferred MCP tools) the system prompt's list
+    of what tool_search can load, sent with the call but not kept in the conversation."""
+    run = step.run
+    if not run.agentic:
+        return [], []
+    specs = tool_specs(run.tools)
+    offer = step.mcp_offer()
+    if not offer:
+        return specs, []
+    if not step.policy.mcp_deferred:
+        return specs + [o.spec for o in offer.values()], []
+    if not mcp_tools.tool_search_allowed(step.mcp):
+        return specs, []
+    active = step.mcp_callable()
+    deferred = {n: o for n, o in offer.items() if n not in active}
+    specs += [mcp_tools.TOOL_SEARCH_SPEC] + [o.spec for o in active.values()]
+    return specs, [ChatMessage("system", mcp_tools.deferred_prompt(deferred))] if deferred else []
 
 
 def limit_reached(step: Step) -> bool:
@@ -165,9 +191,10 @@ def take_turn(step: Step) -> Turn | None:
     provider's call is handed to the event loop instead (None: the answer will come back as a
     task, `continue_run`); an instant one (scripted) answers here."""
     run = step.run
+    tools, prompt = offered_tools(step)
     request = ChatRequest(
-        messages=list(step.transcript.messages),
-        tools=tool_specs(run.tools) if run.agentic else [],
+        messages=prompt + list(step.transcript.messages),
+        tools=tools,
         agent=run.agent,
         prompt=run.prompt,
         turn_index=run.turns,
@@ -291,7 +318,7 @@ def _calls_in_savepoint(step: Step, decision: Continue | Wait) -> tuple[bool, li
     try:
         with events.tree_tx(step.root_id, savepoint=True):
             ready = record_calls(step, decision.calls)
-            if any(r.name in LOCAL_TOOLS for r in ready):
+            if any(is_local(r.name) for r in ready):
                 return False, ready, None
             return admit_and_wait(step, ready), [], None
     except Exception as exc:

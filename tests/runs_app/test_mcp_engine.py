@@ -1,0 +1,199 @@
+"""MCP tools through the model tool path, against real servers installed by `make mcp-servers`:
+a scripted model calls `filesystem__read_text_file` of @modelcontextprotocol/server-filesystem
+and reads the file's real text, directly, from a subagent and from a bounded delegate; policy
+(exclusions, annotations, deferred loading) decides what the model is offered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runs_app.engine.tools.mcp_client import POOL
+from runs_app.models import McpServerState, RunEvent, ToolCall
+from tests.runs_app.engine_support import (
+    agent,
+    call_results,
+    configure,
+    engine,  # noqa: F401 - fixture
+    finish,
+    provider,
+    toml_value,
+)
+from tests.runs_app.mcp_support import filesystem, grant, misbehaving, require_servers, set_risk
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+
+READ = "filesystem__read_text_file"
+
+
+@pytest.fixture(autouse=True)
+def servers() -> Any:
+    require_servers()
+    yield
+    POOL.close_all()
+
+
+def read_call(path: str) -> dict[str, Any]:
+    return {"name": READ, "arguments": {"path": path}}
+
+
+def workspace_with_note(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "note.txt").write_text("the real file text 7f3a\n")
+    return workspace
+
+
+def test_an_agent_reads_a_file_through_the_real_filesystem_server(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    configure(
+        provider("fs", [{"turns": [{"tool_calls": [read_call(str(workspace / "note.txt"))]}, {"say": "{{tool_results}}"}]}])
+        + agent("reader", "scripted.fs", workspace=str(workspace))
+    )
+    grant({"reader": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    run = finish("reader", "read the note", timeout=60)
+    assert run.status == "completed", run.error
+    [result] = call_results(run, READ)
+    assert result["success"] is True
+    assert result["output"] == (
+        '<mcp-result server="filesystem" tool="read_text_file" trust="untrusted-external">\n'
+        "the real file text 7f3a\n\n"
+        "</mcp-result>"
+    )
+    assert run.output == result["output"]
+    call = ToolCall.objects.get(run=run, name=READ)
+    assert call.finished_at is not None and call.finished_at >= call.created_at
+    [event] = RunEvent.objects.filter(run=run, type="tool.call")
+    assert event.data["server"] == "filesystem"
+    state = McpServerState.objects.get(server="filesystem")
+    assert "read_text_file" in [t["name"] for t in state.tools]
+    assert state.last_call_at is not None
+
+
+def test_a_subagent_and_a_bounded_delegate_use_the_parents_mcp_tools(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    note = str(workspace / "note.txt")
+    configure(
+        provider(
+            "boss",
+            [
+                {"match": "^sub:", "turns": [{"tool_calls": [read_call(note)]}, {"say": "sub got {{tool_results}}"}]},
+                {
+                    "turns": [
+                        {"tool_calls": [{"name": "spawn_subagent", "arguments": {"prompt": "sub: read it"}}]},
+                        {"tool_calls": [{"name": "delegate", "arguments": {"agent": "helper", "prompt": "read it"}}]},
+                        {"say": "done"},
+                    ]
+                },
+            ],
+        )
+        + provider("helper", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "helper got {{tool_results}}"}]}])
+        + agent("boss", "scripted.boss", workspace=str(workspace))
+        + agent("helper", "scripted.helper", runtime="agentic", workspace=str(workspace))
+        + "[runtime_profiles.agentic]\nagentic = true\n"
+    )
+    # Only the caller holds a bundle: the bounded delegate works with the caller's servers.
+    grant({"boss": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    run = finish("boss", "go", timeout=90)
+    assert run.status == "completed", run.error
+    spawned, delegated = call_results(run, "spawn_subagent")[0], call_results(run, "delegate")[0]
+    assert "sub got <mcp-result" in spawned["output"] and "the real file text 7f3a" in spawned["output"]
+    assert delegated["success"] is True, delegated
+    assert "helper got <mcp-result" in delegated["output"] and "the real file text 7f3a" in delegated["output"]
+
+
+def test_an_independent_delegate_gets_its_own_bundles_not_the_callers(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    note = str(workspace / "note.txt")
+    configure(
+        provider("boss", [{"turns": [{"tool_calls": [{"name": "delegate", "arguments": {"agent": "loner", "prompt": "x"}}]}, {"say": "done"}]}])
+        + provider("loner", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "loner: {{tool_results}}"}]}])
+        + agent("boss", "scripted.boss", workspace=str(workspace), delegates=[{"agent": "loner", "mode": "independent"}])
+        + agent("loner", "scripted.loner", runtime="agentic")
+        + "[runtime_profiles.agentic]\nagentic = true\n"
+    )
+    grant({"boss": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    run = finish("boss", "go", timeout=60)
+    [delegated] = call_results(run, "delegate")
+    assert f"loner: Error: Tool '{READ}' is not available to this agent" in delegated["output"]
+
+
+def test_excluded_tools_block_an_mcp_tool_and_a_non_empty_allow_list_admits_the_rest(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    note = str(workspace / "note.txt")
+    calls = [read_call(note), {"name": "filesystem__list_directory", "arguments": {"path": str(workspace)}}]
+    configure(
+        "[risk_profiles.narrow]\n"
+        + f"allowed_tools = {toml_value(['file_read'])}\nexcluded_tools = {toml_value([READ])}\n"
+        + provider("fs", [{"turns": [{"tool_calls": calls}, {"say": "done"}]}])
+        + agent("reader", "scripted.fs", risk="narrow", workspace=str(workspace))
+    )
+    grant({"reader": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    set_risk("narrow", excluded_tools=[READ])
+    run = finish("reader", "go", timeout=60)
+    blocked, listed = call_results(run)
+    assert blocked == {"success": False, "output": "", "error": f"Tool '{READ}' is not available to this agent"}
+    assert listed["success"] is True and "[FILE] note.txt" in listed["output"]
+
+
+def test_a_destructive_annotated_tool_waits_for_approval_unless_auto_approved(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    wipe = {"name": "bad__wipe", "arguments": {}}
+    echo = {"name": "bad__echo", "arguments": {"text": "plain"}}
+    configure(
+        provider("p", [{"turns": [{"tool_calls": [echo, wipe]}, {"say": "done"}]}])
+        + agent("asker", "scripted.p", workspace=str(workspace))
+        + "[risk_profiles.trusting]\n"
+        + agent("trusting", "scripted.p", risk="trusting", workspace=str(workspace))
+    )
+    grant({"asker": ["bad"], "trusting": ["bad"]}, misbehaving("bad"))
+    set_risk("trusting", auto_approve=["bad__wipe", "file_read", "memory_recall"])
+    from tests.runs_app.engine_support import start, wait_for
+
+    held = wait_for(start("asker", "go").pk, statuses={"awaiting_approval"}, timeout=60)
+    pending = ToolCall.objects.get(run=held, name="bad__wipe")
+    assert pending.status == "pending" and pending.wait_kind == "approval"
+    echoed = ToolCall.objects.get(run=held, name="bad__echo")
+    assert echoed.status == "done" and "plain" in echoed.result["output"]
+    from runs_app.services import run_cancel
+
+    run_cancel(run=held, check_owner=False)
+    trusted = finish("trusting", "go", timeout=60)
+    assert trusted.status == "completed", trusted.error
+    assert call_results(trusted, "bad__wipe")[0]["output"].endswith("wiped\n</mcp-result>")
+
+
+def test_deferred_loading_offers_only_tool_search_until_a_tool_is_selected(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    note = str(workspace / "note.txt")
+    turns = [
+        {"tool_calls": [read_call(note)]},
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": f"select:{READ}"}}]},
+        {"tool_calls": [read_call(note)]},
+        {"say": "done"},
+    ]
+    configure(
+        "[risk_profiles.deny_write]\n"
+        + provider("fs", [{"turns": turns}])
+        + agent("reader", "scripted.fs", risk="deny_write", workspace=str(workspace))
+    )
+    grant({"reader": ["filesystem"]}, filesystem("filesystem", str(workspace)), deferred=True)
+    set_risk("deny_write", excluded_tools=["filesystem__write_file"])
+    run = finish("reader", "go", timeout=60)
+    assert run.status == "completed", run.error
+    before, search, after = call_results(run)
+    assert before["error"] == f"Tool '{READ}' is not available to this agent"
+    assert search["success"] is True and f'"name": "{READ}"' in search["output"]
+    assert "the real file text 7f3a" in after["output"]
+    found = call_results_of_search(run, "write file")
+    assert "filesystem__write_file" not in found
+
+
+def call_results_of_search(run: Any, query: str) -> str:
+    from runs_app.engine.frozen import policy_of
+    from runs_app.engine.tools import mcp_tools
+
+    mcp = mcp_tools.run_mcp(policy_of(run), run.workspace)
+    return mcp_tools.tool_search(mcp_tools.offered(mcp), {"query": query, "max_results": 50}).output
