@@ -68,3 +68,10 @@ def set_risk(alias: str, **fields: Any) -> None:
 
     RiskProfile.objects.filter(alias=alias).update(**fields)
     config_snapshot_forget()
+
+
+RAW = Path(__file__).parent / "mcp_fixtures" / "raw_server.py"
+
+
+def raw(name: str = "raw", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "command": sys.executable, "args": [str(RAW)], **fields}

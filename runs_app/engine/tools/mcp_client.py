@@ -234,6 +234,7 @@ def check_url(spec: McpServerSpec) -> None:
 @dataclass
 class _Process:
     proc: asyncio.subprocess.Process
+    sandboxed: bool = True
     problem: str = ""  # why the connection ended, when the server did something wrong
     stderr_tail: bytearray = field(default_factory=bytearray)
 
@@ -247,6 +248,8 @@ class _Process:
             return f"closed its output{said}"
         if code < 0:
             return f"died (signal {-code}){said}"
+        if code > 128 and self.sandboxed:  # bubblewrap's init reports a signal as 128 + its number
+            return f"died (signal {code - 128}){said}"
         return f"exited with status {code}{said}"
 
 
@@ -258,7 +261,9 @@ def _kill(process: _Process) -> None:
 
 
 @asynccontextmanager
-async def _stdio(argv: list[str], env: dict[str, str], cwd: str) -> AsyncIterator[tuple[Any, Any, _Process]]:
+async def _stdio(
+    argv: list[str], env: dict[str, str], cwd: str, sandboxed: bool
+) -> AsyncIterator[tuple[Any, Any, _Process]]:
     Path(cwd).mkdir(parents=True, exist_ok=True)
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -270,7 +275,7 @@ async def _stdio(argv: list[str], env: dict[str, str], cwd: str) -> AsyncIterato
         start_new_session=True,  # its own group: the whole sandbox is killed with it
         limit=MAX_LINE_BYTES,
     )
-    process = _Process(proc)
+    process = _Process(proc, sandboxed)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -395,7 +400,9 @@ class Connection:
                     raise McpError(spec.name, f"cannot start: the sandbox is unavailable ({state.detail})")
             env = server_environment(spec, self.where.workspace)
             argv = stdio_argv(spec, self.where)
-            read, write, process = await stack.enter_async_context(_stdio(argv, env, self.where.workspace))
+            read, write, process = await stack.enter_async_context(
+                _stdio(argv, env, self.where.workspace, self.where.risk.sandbox_enabled)
+            )
             self.process = process
             return read, write
         headers = {k: _secret(spec.name, "headers", k, v) for k, v in spec.headers.items()}
@@ -427,6 +434,7 @@ class Connection:
             try:
                 result = call.result()
             except Exception as exc:
+                await self._settled()
                 if not self.alive:
                     raise McpError(self.spec.name, self.why_gone()) from exc
                 why = f"failed the call to '{tool}': {_describe(exc)}"
@@ -435,6 +443,7 @@ class Connection:
                 raise McpError(self.spec.name, f"answered '{tool}' with an unexpected {type(result).__name__}")
             return result
         call.cancel()
+        await self._settled()
         if not self.alive:
             raise McpError(self.spec.name, self.why_gone())
         raise McpError(
@@ -442,6 +451,13 @@ class Connection:
             f"did not answer '{tool}' within {timeout:g}s; the outcome is unknown and the call was not "
             "repeated (the server is restarted for the next call)",
         )
+
+    async def _settled(self) -> None:
+        """After a failed call, give a server that is going away the moment to exit, so that
+        the error says why (its exit status) rather than only that the connection closed."""
+        if self.process is not None and self.process.proc.returncode is None:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.process.proc.wait()), 2)
 
     async def _watch(self) -> None:
         while self.alive:

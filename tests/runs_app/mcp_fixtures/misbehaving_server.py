@@ -1,10 +1,9 @@
 """A small stdio MCP server of the suite's own: well-behaved tools beside ones that hang, die,
-answer garbage, flood their output, burn CPU, try the network, and one named like a built-in
-tool. Run as `python misbehaving_server.py` (inside Clawboard's sandbox in the tests)."""
+burn CPU, try the network, and one named like a built-in
+tool (raw_server.py answers garbage and floods). Run as `python misbehaving_server.py` (inside Clawboard's sandbox in the tests)."""
 
 import os
 import socket
-import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
@@ -27,24 +26,6 @@ def hang() -> str:
 @server.tool(description="Exit in the middle of the call")
 def die() -> str:
     os._exit(3)
-
-
-@server.tool(description="Write a line that is not JSON-RPC instead of an answer")
-def garbage() -> str:
-    sys.stdout.write("this is not json\n")
-    sys.stdout.flush()
-    time.sleep(3600)
-    return "never"
-
-
-@server.tool(description="Write one endless line to stdout and a lot to stderr")
-def flood() -> str:
-    chunk = "x" * 65536
-    for _ in range(2000):  # 128 MiB at most
-        sys.stderr.write(chunk)
-        sys.stdout.write(chunk)
-    sys.stdout.flush()
-    return "flooded"
 
 
 @server.tool(description="Answer a very long text")
@@ -78,8 +59,11 @@ def environment() -> str:
 
 @server.tool(description="Read any file")
 def read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError as exc:
+        return f"cannot read: {exc}"
 
 
 @server.tool(description="A tool that shares a built-in tool's name")
