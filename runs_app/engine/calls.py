@@ -15,7 +15,6 @@ from typing import Any
 from django.db import connection
 
 from policies_app.policy import TOOL_SEARCH, is_mcp_name, mcp_server_of
-
 from runs_app import events
 from runs_app.engine import heartbeat, settle, transitions
 from runs_app.engine import messages as msg
@@ -193,7 +192,9 @@ def run_local_calls(step: Step, rows: list[ToolCall]) -> dict[int, ToolResult]:
 
     def one(row: ToolCall) -> ToolResult:
         if row.name == TOOL_SEARCH:
-            return mcp_tools.tool_search(step.mcp_offer(), row.arguments if isinstance(row.arguments, dict) else {})
+            return mcp_tools.tool_search(
+                step.mcp_offer(), row.arguments if isinstance(row.arguments, dict) else {}
+            )
         if is_mcp_name(row.name):  # cut inside its untrusted-content wrapper, which stays whole
             return mcp_tools.call(step.mcp, step.mcp_callable(), row.name, row.arguments,
                                   tracker_key=run.tracker_key, limit=limit)  # fmt: skip

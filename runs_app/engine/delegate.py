@@ -18,9 +18,9 @@ from agents_app.selectors import config_snapshot_get
 from agents_app.snapshot import AgentSpec, ConfigSnapshot
 from policies_app.policy import (
     bounded_delegate_registry,
-    mcp_ceiling,
     effective_always_ask,
     independent_delegate_registry,
+    mcp_ceiling,
     readonly_refusal,
 )
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec

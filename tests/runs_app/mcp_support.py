@@ -54,7 +54,9 @@ def grant(agents: dict[str, list[str]], *servers: dict[str, Any], deferred: bool
     `mcp_bundles` set to it; then the configuration snapshot is read again."""
     McpSettings.objects.update_or_create(pk=1, defaults={"enabled": True, "deferred_loading": deferred})
     for server in servers:
-        McpServer.objects.update_or_create(name=server["name"], defaults={k: v for k, v in server.items() if k != "name"})
+        McpServer.objects.update_or_create(
+            name=server["name"], defaults={k: v for k, v in server.items() if k != "name"}
+        )
     for alias, names in agents.items():
         McpBundle.objects.update_or_create(alias=f"b-{alias}", defaults={"servers": names, "exclude": []})
         Agent.objects.filter(alias=alias).update(mcp_bundles=[f"b-{alias}"])

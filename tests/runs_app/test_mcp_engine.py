@@ -49,7 +49,17 @@ def workspace_with_note(tmp_path: Path) -> Path:
 def test_an_agent_reads_a_file_through_the_real_filesystem_server(tmp_path: Path) -> None:
     workspace = workspace_with_note(tmp_path)
     configure(
-        provider("fs", [{"turns": [{"tool_calls": [read_call(str(workspace / "note.txt"))]}, {"say": "{{tool_results}}"}]}])
+        provider(
+            "fs",
+            [
+                {
+                    "turns": [
+                        {"tool_calls": [read_call(str(workspace / "note.txt"))]},
+                        {"say": "{{tool_results}}"},
+                    ]
+                }
+            ],
+        )
         + agent("reader", "scripted.fs", workspace=str(workspace))
     )
     grant({"reader": ["filesystem"]}, filesystem("filesystem", str(workspace)))
@@ -79,17 +89,26 @@ def test_a_subagent_and_a_bounded_delegate_use_the_parents_mcp_tools(tmp_path: P
         provider(
             "boss",
             [
-                {"match": "^sub:", "turns": [{"tool_calls": [read_call(note)]}, {"say": "sub got {{tool_results}}"}]},
+                {
+                    "match": "^sub:",
+                    "turns": [{"tool_calls": [read_call(note)]}, {"say": "sub got {{tool_results}}"}],
+                },
                 {
                     "turns": [
                         {"tool_calls": [{"name": "spawn_subagent", "arguments": {"prompt": "sub: read it"}}]},
-                        {"tool_calls": [{"name": "delegate", "arguments": {"agent": "helper", "prompt": "read it"}}]},
+                        {
+                            "tool_calls": [
+                                {"name": "delegate", "arguments": {"agent": "helper", "prompt": "read it"}}
+                            ]
+                        },
                         {"say": "done"},
                     ]
                 },
             ],
         )
-        + provider("helper", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "helper got {{tool_results}}"}]}])
+        + provider(
+            "helper", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "helper got {{tool_results}}"}]}]
+        )
         + agent("boss", "scripted.boss", workspace=str(workspace))
         + agent("helper", "scripted.helper", runtime="agentic", workspace=str(workspace))
         + "[runtime_profiles.agentic]\nagentic = true\n"
@@ -101,16 +120,39 @@ def test_a_subagent_and_a_bounded_delegate_use_the_parents_mcp_tools(tmp_path: P
     spawned, delegated = call_results(run, "spawn_subagent")[0], call_results(run, "delegate")[0]
     assert "sub got <mcp-result" in spawned["output"] and "the real file text 7f3a" in spawned["output"]
     assert delegated["success"] is True, delegated
-    assert "helper got <mcp-result" in delegated["output"] and "the real file text 7f3a" in delegated["output"]
+    assert (
+        "helper got <mcp-result" in delegated["output"] and "the real file text 7f3a" in delegated["output"]
+    )
 
 
 def test_an_independent_delegate_gets_its_own_bundles_not_the_callers(tmp_path: Path) -> None:
     workspace = workspace_with_note(tmp_path)
     note = str(workspace / "note.txt")
     configure(
-        provider("boss", [{"turns": [{"tool_calls": [{"name": "delegate", "arguments": {"agent": "loner", "prompt": "x"}}]}, {"say": "done"}]}])
-        + provider("loner", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "loner: {{tool_results}}"}]}])
-        + agent("boss", "scripted.boss", workspace=str(workspace), delegates=[{"agent": "loner", "mode": "independent"}])
+        provider(
+            "boss",
+            [
+                {
+                    "turns": [
+                        {
+                            "tool_calls": [
+                                {"name": "delegate", "arguments": {"agent": "loner", "prompt": "x"}}
+                            ]
+                        },
+                        {"say": "done"},
+                    ]
+                }
+            ],
+        )
+        + provider(
+            "loner", [{"turns": [{"tool_calls": [read_call(note)]}, {"say": "loner: {{tool_results}}"}]}]
+        )
+        + agent(
+            "boss",
+            "scripted.boss",
+            workspace=str(workspace),
+            delegates=[{"agent": "loner", "mode": "independent"}],
+        )
         + agent("loner", "scripted.loner", runtime="agentic")
         + "[runtime_profiles.agentic]\nagentic = true\n"
     )
@@ -134,7 +176,11 @@ def test_excluded_tools_block_an_mcp_tool_and_a_non_empty_allow_list_admits_the_
     set_risk("narrow", excluded_tools=[READ])
     run = finish("reader", "go", timeout=60)
     blocked, listed = call_results(run)
-    assert blocked == {"success": False, "output": "", "error": f"Tool '{READ}' is not available to this agent"}
+    assert blocked == {
+        "success": False,
+        "output": "",
+        "error": f"Tool '{READ}' is not available to this agent",
+    }
     assert listed["success"] is True and "[FILE] note.txt" in listed["output"]
 
 
@@ -156,7 +202,7 @@ def test_a_destructive_annotated_tool_waits_for_approval_unless_auto_approved(tm
     pending = ToolCall.objects.get(run=held, name="bad__wipe")
     assert pending.status == "pending" and pending.wait_kind == "approval"
     echoed = ToolCall.objects.get(run=held, name="bad__echo")
-    assert echoed.status == "done" and "plain" in echoed.result["output"]
+    assert echoed.status == "done" and "plain" in (echoed.result or {})["output"]
     from runs_app.services import run_cancel
 
     run_cancel(run=held, check_owner=False)
@@ -197,3 +243,74 @@ def call_results_of_search(run: Any, query: str) -> str:
 
     mcp = mcp_tools.run_mcp(policy_of(run), run.workspace)
     return mcp_tools.tool_search(mcp_tools.offered(mcp), {"query": query, "max_results": 50}).output
+
+
+def test_an_mcp_tool_named_like_a_built_in_never_replaces_it(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    calls = [
+        {"name": "shell", "arguments": {"command": "echo built-in"}},
+        {"name": "bad__shell", "arguments": {"command": "echo built-in"}},
+    ]
+    configure(
+        provider("p", [{"turns": [{"tool_calls": calls}, {"say": "done"}]}])
+        + agent("a", "scripted.p", workspace=str(workspace))
+    )
+    grant({"a": ["bad"]}, misbehaving("bad"))
+    run = finish("a", "go", timeout=60)
+    builtin, prefixed = call_results(run)
+    assert builtin == {"success": True, "output": "built-in\n", "error": None}
+    assert prefixed["output"] == (
+        '<mcp-result server="bad" tool="shell" trust="untrusted-external">\n'
+        "misbehaving shell would run: echo built-in\n"
+        "</mcp-result>"
+    )
+
+
+def test_results_are_cut_to_max_tool_result_chars_inside_the_untrusted_marking(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    calls = [{"name": "bad__long_text", "arguments": {"size": 5000}}]
+    configure(
+        provider("p", [{"turns": [{"tool_calls": calls}, {"say": "done"}]}])
+        + agent("a", "scripted.p", runtime="small", workspace=str(workspace))
+        + "[runtime_profiles.small]\nmax_tool_result_chars = 100\n"
+    )
+    grant({"a": ["bad"]}, misbehaving("bad"))
+    run = finish("a", "go", timeout=60)
+    [result] = call_results(run)
+    assert result["output"] == (
+        '<mcp-result server="bad" tool="long_text" trust="untrusted-external">\n'
+        + "y" * 100
+        + "\n[... truncated: 4900 more characters]\n</mcp-result>"
+    )
+
+
+def test_a_read_only_profile_calls_only_tools_annotated_read_only(tmp_path: Path) -> None:
+    workspace = workspace_with_note(tmp_path)
+    calls = [
+        read_call(str(workspace / "note.txt")),
+        {"name": "filesystem__create_directory", "arguments": {"path": str(workspace / "d")}},
+    ]
+    configure(
+        '[risk_profiles.reader]\nlevel = "readonly"\n'
+        + provider("p", [{"turns": [{"tool_calls": calls}, {"say": "done"}]}])
+        + agent("a", "scripted.p", risk="reader", workspace=str(workspace))
+    )
+    grant({"a": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    run = finish("a", "go", timeout=60)
+    read, made = call_results(run)
+    assert "the real file text 7f3a" in read["output"]
+    assert made["error"] == "Security policy: read-only mode, cannot perform 'filesystem__create_directory'"
+    assert not (workspace / "d").exists()
+
+
+def test_a_server_that_dies_gives_the_model_an_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    calls = [{"name": "bad__die", "arguments": {}}]
+    configure(
+        provider("p", [{"turns": [{"tool_calls": calls}, {"say": "after: {{tool_results}}"}]}])
+        + agent("a", "scripted.p", workspace=str(workspace))
+    )
+    grant({"a": ["bad"]}, misbehaving("bad"))
+    run = finish("a", "go", timeout=60)
+    assert run.status == "completed"
+    assert run.output == "after: Error: MCP server 'bad' exited with status 3"

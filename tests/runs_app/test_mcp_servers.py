@@ -22,7 +22,14 @@ from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 from runs_app.engine.tools import mcp_tools
 from runs_app.engine.tools.mcp_client import MAX_LINE_BYTES, POOL, McpError, Sandbox
 from runs_app.models import McpServerState
-from tests.runs_app.mcp_support import EVERYTHING_JS, filesystem, misbehaving, raw, require_servers, time_server
+from tests.runs_app.mcp_support import (
+    EVERYTHING_JS,
+    filesystem,
+    misbehaving,
+    raw,
+    require_servers,
+    time_server,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,9 +121,14 @@ def test_a_server_reaches_no_network_unless_the_profile_allows_it(tmp_path: Path
     listener.close()
 
 
-def test_a_server_sees_only_its_declared_env_and_none_of_clawboards_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_sees_only_its_declared_env_and_none_of_clawboards_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEAM_TOKEN_SOURCE", "from-a-named-variable")
-    env = {"DECLARED": SecretValue(token=secrets.encrypt("kept-in-clawboard")), "NAMED": SecretValue(env="TEAM_TOKEN_SOURCE")}
+    env = {
+        "DECLARED": SecretValue(token=secrets.encrypt("kept-in-clawboard")),
+        "NAMED": SecretValue(env="TEAM_TOKEN_SOURCE"),
+    }
     server = McpServerSpec(name="everything", command="node", args=(str(EVERYTHING_JS), "stdio"), env=env)
     shown = json.loads(text(POOL.call(server, where(tmp_path / "ws"), "get-env", {})))
     assert shown["DECLARED"] == "kept-in-clawboard" and shown["NAMED"] == "from-a-named-variable"
@@ -162,7 +174,9 @@ def test_a_dying_server_and_a_garbage_answer_name_the_server_and_why(tmp_path: P
     assert str(died.value) == "MCP server 'bad' exited with status 3"
     with pytest.raises(McpError) as garbage:
         POOL.call(spec(raw("raw")), ws, "garbage", {})
-    assert str(garbage.value) == "MCP server 'raw' answered something that is not JSON-RPC: 'this is not json'"
+    assert (
+        str(garbage.value) == "MCP server 'raw' answered something that is not JSON-RPC: 'this is not json'"
+    )
 
 
 def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
@@ -183,7 +197,13 @@ def test_cpu_is_counted_per_call_not_over_the_servers_life(tmp_path: Path) -> No
 
 
 def test_the_time_server_from_pypi_answers_over_stdio(tmp_path: Path) -> None:
-    answer = json.loads(text(POOL.call(spec(time_server("time")), where(tmp_path / "ws"), "get_current_time", {"timezone": "UTC"})))
+    answer = json.loads(
+        text(
+            POOL.call(
+                spec(time_server("time")), where(tmp_path / "ws"), "get_current_time", {"timezone": "UTC"}
+            )
+        )
+    )
     assert answer["timezone"] == "UTC" and answer["datetime"][:4].isdigit()
 
 
@@ -217,12 +237,17 @@ def test_a_streamable_http_server_is_reached_at_its_url(tmp_path: Path, http_eve
     server = spec({"name": "remote", "transport": "http", "url": http_everything})
     tools, _ = POOL.tools(server, where(tmp_path / "ws"))
     assert "echo" in [t.name for t in tools]
-    assert text(POOL.call(server, where(tmp_path / "ws"), "echo", {"message": "over http"})) == "Echo: over http"
+    assert (
+        text(POOL.call(server, where(tmp_path / "ws"), "echo", {"message": "over http"})) == "Echo: over http"
+    )
 
 
 def test_link_local_and_metadata_addresses_are_refused(tmp_path: Path) -> None:
     for url, why in [
-        ("http://169.254.169.254/mcp", "169.254.169.254 resolves to 169.254.169.254, a link-local or metadata address"),
+        (
+            "http://169.254.169.254/mcp",
+            "169.254.169.254 resolves to 169.254.169.254, a link-local or metadata address",
+        ),
         ("http://metadata.google.internal/mcp", "metadata.google.internal is a cloud metadata address"),
         ("http://[fe80::1]/mcp", "fe80::1 resolves to fe80::1, a link-local or metadata address"),
     ]:
@@ -234,7 +259,14 @@ def test_link_local_and_metadata_addresses_are_refused(tmp_path: Path) -> None:
 def test_the_dashboard_state_records_tools_errors_and_calls(tmp_path: Path) -> None:
     from tests.runs_app.mcp_support import misbehaving as bad_server
 
-    mcp = mcp_tools.RunMcp((spec(bad_server("bad", tool_timeout_secs=2)),), False, (), RiskProfileSpec(alias="r"), RuntimeProfileSpec(alias="rt"), str(tmp_path / "ws"))
+    mcp = mcp_tools.RunMcp(
+        (spec(bad_server("bad", tool_timeout_secs=2)),),
+        False,
+        (),
+        RiskProfileSpec(alias="r"),
+        RuntimeProfileSpec(alias="rt"),
+        str(tmp_path / "ws"),
+    )
     offer = mcp_tools.offered(mcp)
     failed = mcp_tools.call(mcp, offer, "bad__die", {}, tracker_key="t", limit=6000)
     assert failed.error == "MCP server 'bad' exited with status 3"

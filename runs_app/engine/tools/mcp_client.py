@@ -106,12 +106,16 @@ def _secret(server: str, field_name: str, key: str, value: Any) -> str:
     if value.env:
         found = os.environ.get(value.env)
         if found is None:
-            raise McpError(server, f"cannot start: {field_name}.{key} names the variable {value.env}, which is not set")
+            raise McpError(
+                server, f"cannot start: {field_name}.{key} names the variable {value.env}, which is not set"
+            )
         return found
     try:
         return secrets.decrypt(value.token)
     except Exception as exc:  # a token from another key, or no key at all
-        raise McpError(server, f"cannot start: {field_name}.{key} cannot be decrypted ({exc.__class__.__name__})") from exc
+        raise McpError(
+            server, f"cannot start: {field_name}.{key} cannot be decrypted ({exc.__class__.__name__})"
+        ) from exc
 
 
 def server_environment(spec: McpServerSpec, workspace: str) -> dict[str, str]:
@@ -179,7 +183,9 @@ def server_read_only_paths(command: str, args: tuple[str, ...]) -> tuple[str, ..
         if executable.is_file():
             paths.append(_installation(executable) or Path(os.path.realpath(executable)))
     kept = [str(p) for p in dict.fromkeys(paths)]
-    return tuple(p for p in kept if p not in ("/", "/usr") and not p.startswith("/usr/") and os.path.exists(p))
+    return tuple(
+        p for p in kept if p not in ("/", "/usr") and not p.startswith("/usr/") and os.path.exists(p)
+    )
 
 
 def _shebang(path: Path) -> str:
@@ -224,7 +230,10 @@ def check_url(spec: McpServerSpec) -> None:
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if address.is_link_local or address in METADATA_ADDRESSES:
-            raise McpError(spec.name, f"cannot be reached: {host} resolves to {address}, a link-local or metadata address")
+            raise McpError(
+                spec.name,
+                f"cannot be reached: {host} resolves to {address}, a link-local or metadata address",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,8 +393,14 @@ class Connection:
                 self._ready.set_exception(exc)
         except BaseException as exc:  # the SDK raises grouped errors when a transport fails
             if not self._ready.done():
-                why = self.why_gone() if self.process is not None and self.process.proc.returncode is not None else ""
-                self._ready.set_exception(McpError(self.spec.name, f"failed to start: {why or _describe(exc)}"))
+                why = (
+                    self.why_gone()
+                    if self.process is not None and self.process.proc.returncode is not None
+                    else ""
+                )
+                self._ready.set_exception(
+                    McpError(self.spec.name, f"failed to start: {why or _describe(exc)}")
+                )
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -440,7 +455,9 @@ class Connection:
                 why = f"failed the call to '{tool}': {_describe(exc)}"
                 raise McpError(self.spec.name, why, restart=False) from exc
             if not isinstance(result, types.CallToolResult):
-                raise McpError(self.spec.name, f"answered '{tool}' with an unexpected {type(result).__name__}")
+                raise McpError(
+                    self.spec.name, f"answered '{tool}' with an unexpected {type(result).__name__}"
+                )
             return result
         call.cancel()
         await self._settled()
@@ -594,7 +611,9 @@ class Pool:
 
         return self._run(go(), CONNECT_TIMEOUT_SECS)
 
-    def call(self, spec: McpServerSpec, where: Sandbox, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    def call(
+        self, spec: McpServerSpec, where: Sandbox, tool: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
         async def go() -> types.CallToolResult:
             connection, _ = await self._connection(spec, where)
             try:

@@ -100,7 +100,9 @@ class RunMcp:
 
 
 def run_mcp(policy: Any, workspace: str) -> RunMcp:
-    return RunMcp(policy.mcp, policy.mcp_deferred, policy.mcp_ceilings, policy.risk, policy.runtime, workspace)
+    return RunMcp(
+        policy.mcp, policy.mcp_deferred, policy.mcp_ceilings, policy.risk, policy.runtime, workspace
+    )
 
 
 def _listed(spec: McpServerSpec, where: Sandbox) -> list[McpTool] | None:
@@ -134,7 +136,9 @@ def verdicts(mcp: RunMcp) -> list[Verdict]:
     seen: set[str] = set()
     for spec, tool, problem in all_tools(mcp):
         if tool is None:
-            found.append(Verdict(f"{spec.name}__*", spec.name, "blocked", f"the server is unavailable: {problem}"))
+            found.append(
+                Verdict(f"{spec.name}__*", spec.name, "blocked", f"the server is unavailable: {problem}")
+            )
             continue
         name = mcp_tool_name(spec.name, tool.name)
         found.append(_verdict(mcp, spec, tool, name, seen))
@@ -144,14 +148,18 @@ def verdicts(mcp: RunMcp) -> list[Verdict]:
 
 def _verdict(mcp: RunMcp, spec: McpServerSpec, tool: McpTool, name: str, seen: set[str]) -> Verdict:
     if not TOOL_NAME_RE.match(name):
-        return Verdict(name, spec.name, "blocked", "the name is not a valid tool name (A-Z a-z 0-9 _ -, at most 64)")
+        return Verdict(
+            name, spec.name, "blocked", "the name is not a valid tool name (A-Z a-z 0-9 _ -, at most 64)"
+        )
     if name in seen:
         return Verdict(name, spec.name, "blocked", "the server lists this name twice")
     why = mcp_tool_verdict(mcp.risk, mcp.ceilings, name)
     if why:
         return Verdict(name, spec.name, "blocked", why)
     if mcp.risk.level == "readonly" and not mcp_is_read_only(tool.annotations):
-        return Verdict(name, spec.name, "blocked", "read-only level, and the tool is not annotated readOnlyHint")
+        return Verdict(
+            name, spec.name, "blocked", "read-only level, and the tool is not annotated readOnlyHint"
+        )
     if mcp_needs_approval(mcp.risk, name, tool.annotations):
         reason = (
             "listed in always_ask"
@@ -171,7 +179,11 @@ def offered(mcp: RunMcp) -> dict[str, Offered]:
     for spec in mcp.servers:
         for tool in _listed(spec, mcp.sandbox) or []:
             name = mcp_tool_name(spec.name, tool.name)
-            if name in tools or not TOOL_NAME_RE.match(name) or mcp_tool_verdict(mcp.risk, mcp.ceilings, name):
+            if (
+                name in tools
+                or not TOOL_NAME_RE.match(name)
+                or mcp_tool_verdict(mcp.risk, mcp.ceilings, name)
+            ):
                 continue
             tools[name] = Offered(name, spec, tool)
     return tools
@@ -205,9 +217,9 @@ def search(tools: dict[str, Offered], query: str, max_results: int) -> list[Offe
 def activated(run: Any, tools: dict[str, Offered]) -> set[str]:
     """Deferred tools the run's earlier `tool_search` calls activated (for the rest of the run)."""
     names: set[str] = set()
-    for arguments in ToolCall.objects.filter(run=run, name=TOOL_SEARCH, status=ToolCall.Status.DONE).values_list(
-        "arguments", flat=True
-    ):
+    for arguments in ToolCall.objects.filter(
+        run=run, name=TOOL_SEARCH, status=ToolCall.Status.DONE
+    ).values_list("arguments", flat=True):
         query, limit = _search_args(arguments if isinstance(arguments, dict) else {})
         if query is not None:
             names |= {o.name for o in search(tools, query, limit)}
@@ -238,7 +250,10 @@ def tool_search(tools: dict[str, Offered], args: dict[str, Any]) -> ToolResult:
 
 def deferred_prompt(tools: dict[str, Offered]) -> str:
     """The system prompt's section when MCP tools are deferred: names only."""
-    lines = [f"{o.name} - {o.tool.description.splitlines()[0][:200] if o.tool.description else ''}" for o in tools.values()]
+    lines = [
+        f"{o.name} - {o.tool.description.splitlines()[0][:200] if o.tool.description else ''}"
+        for o in tools.values()
+    ]
     return (
         "## Deferred Tools\n\nThese MCP tools exist but are not loaded. Call tool_search with "
         "'select:<name>' (or keywords) to load them before calling them.\n"
@@ -246,7 +261,9 @@ def deferred_prompt(tools: dict[str, Offered]) -> str:
     )
 
 
-def call(mcp: RunMcp, tools: dict[str, Offered], name: str, args: Any, *, tracker_key: str, limit: int) -> ToolResult:
+def call(
+    mcp: RunMcp, tools: dict[str, Offered], name: str, args: Any, *, tracker_key: str, limit: int
+) -> ToolResult:
     """One MCP tool call, outside any transaction. Failures name the server and why."""
     offer = tools.get(name)
     if offer is None:
@@ -272,7 +289,9 @@ def call(mcp: RunMcp, tools: dict[str, Offered], name: str, args: Any, *, tracke
     record_call(server)
     text = result_text(result)
     if result.is_error:
-        return ToolResult.fail(f"MCP server '{server}' tool '{offer.tool.name}' reported an error: {_cut(text, min(limit, 2000))}")
+        return ToolResult.fail(
+            f"MCP server '{server}' tool '{offer.tool.name}' reported an error: {_cut(text, min(limit, 2000))}"
+        )
     return ToolResult.ok(wrap_untrusted(server, offer.tool.name, _cut(text, limit)))
 
 
@@ -285,7 +304,9 @@ def result_text(result: Any) -> str:
         if kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} base64 characters]")
+            parts.append(
+                f"[{kind} {getattr(block, 'mime_type', '')}, {len(getattr(block, 'data', '') or '')} base64 characters]"
+            )
         elif kind == "resource":
             resource = block.resource
             parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
@@ -320,7 +341,9 @@ def server_of(name: str) -> str:
 
 
 def record_started(server: str, tools: list[McpTool]) -> None:
-    listed = [{"name": t.name, "description": t.description[:500], "annotations": t.annotations} for t in tools]
+    listed = [
+        {"name": t.name, "description": t.description[:500], "annotations": t.annotations} for t in tools
+    ]
     McpServerState.objects.update_or_create(
         server=server, defaults={"tools": listed, "started_at": timezone.now()}
     )

@@ -130,6 +130,7 @@ def is_local(name: str) -> bool:
     """Run by the worker itself: the local tools, MCP tools and `tool_search`."""
     return name in LOCAL_TOOLS or name == TOOL_SEARCH or is_mcp_name(name)
 
+
 # Tools that the duplicate-call guard never skips (SPEC §5).
 DEDUP_EXEMPT: frozenset[str] = frozenset({"spawn_subagent", "delegate"})
 

@@ -73,7 +73,7 @@ def shell(command: str) -> str:
 
 @server.tool(
     description="Delete everything (annotated destructive)",
-    annotations=ToolAnnotations(destructiveHint=True, readOnlyHint=False),
+    annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False),
 )
 def wipe() -> str:
     return "wiped"

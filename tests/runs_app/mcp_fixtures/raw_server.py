@@ -20,9 +20,17 @@ for line in sys.stdin:
     request = json.loads(line)
     method, ident = request.get("method"), request.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": ident, "result": {
-            "protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": "raw", "version": "1"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "result": {
+                    "protocolVersion": request["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
     elif method == "tools/call" and request["params"]["name"] == "garbage":
