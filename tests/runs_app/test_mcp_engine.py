@@ -314,3 +314,34 @@ def test_a_server_that_dies_gives_the_model_an_error_and_the_run_goes_on(tmp_pat
     run = finish("a", "go", timeout=60)
     assert run.status == "completed"
     assert run.output == "after: Error: MCP server 'bad' exited with status 3"
+
+
+def test_the_run_page_shows_each_mcp_call_and_the_mcp_tools_granted_gated_and_blocked(tmp_path: Path) -> None:
+    from django.test import Client
+
+    from tests.runs_app.engine_support import make_user
+
+    workspace = workspace_with_note(tmp_path)
+    configure(
+        "[risk_profiles.narrow]\n"
+        + provider(
+            "fs", [{"turns": [{"tool_calls": [read_call(str(workspace / "missing.txt"))]}, {"say": "done"}]}]
+        )
+        + agent("reader", "scripted.fs", risk="narrow", workspace=str(workspace))
+    )
+    grant({"reader": ["filesystem"]}, filesystem("filesystem", str(workspace)))
+    set_risk("narrow", excluded_tools=["filesystem__write_file"], always_ask=["filesystem__move_file"])
+    run = finish("reader", "go", timeout=60)
+    client = Client()
+    client.force_login(make_user("watcher", "viewer"))
+    page = client.get(f"/runs/{run.pk}/detail/").content.decode()
+    call = ToolCall.objects.get(run=run, name=READ)
+    assert f'<span class="badge mcp" id="tool-call-{call.pk}-server">MCP server filesystem</span>' in page
+    assert "missing.txt" in page and "ENOENT" in page  # the arguments, and the server's error
+    rows = {
+        "filesystem__read_text_file": "admitted</td><td>no allow-list",
+        "filesystem__write_file": "blocked</td><td>listed in excluded_tools",
+        "filesystem__move_file": "gated</td><td>listed in always_ask",
+    }
+    for name, row in rows.items():
+        assert f"<td>{name}</td><td>filesystem</td><td>{row}</td>" in page

@@ -79,7 +79,7 @@ class Verdict:
 
     name: str
     server: str
-    status: str  # admitted | gated | blocked
+    status: str  # admitted | gated | blocked | unknown (the server's tools are not known)
     reason: str
 
 
@@ -130,11 +130,24 @@ def all_tools(mcp: RunMcp) -> list[tuple[McpServerSpec, McpTool | None, str]]:
     return rows
 
 
-def verdicts(mcp: RunMcp) -> list[Verdict]:
-    """Each MCP tool of the run: admitted, gated behind an approval, or blocked, and why."""
+def verdicts(mcp: RunMcp, listed: dict[str, list[McpTool] | str] | None = None) -> list[Verdict]:
+    """Each MCP tool of the run: admitted, gated behind an approval, or blocked, and why.
+    `listed`: each server's tools (or why it has none) as already known, instead of asking
+    the servers (the dashboard reads what the workers recorded, `McpServerState`)."""
+    rows: list[tuple[McpServerSpec, McpTool | None, str]]
+    if listed is None:
+        rows = all_tools(mcp)
+    else:
+        rows = []
+        for spec in mcp.servers:
+            known = listed.get(spec.name, "not started yet")
+            if isinstance(known, str):
+                rows.append((spec, None, known))
+            else:
+                rows += [(spec, tool, "") for tool in known]
     found: list[Verdict] = []
     seen: set[str] = set()
-    for spec, tool, problem in all_tools(mcp):
+    for spec, tool, problem in rows:
         if tool is None:
             found.append(
                 Verdict(f"{spec.name}__*", spec.name, "blocked", f"the server is unavailable: {problem}")
