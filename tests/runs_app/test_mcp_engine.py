@@ -345,3 +345,29 @@ def test_the_run_page_shows_each_mcp_call_and_the_mcp_tools_granted_gated_and_bl
     }
     for name, row in rows.items():
         assert f"<td>{name}</td><td>filesystem</td><td>{row}</td>" in page
+
+
+def test_a_configuration_change_never_alters_the_mcp_servers_of_a_run_in_flight(tmp_path: Path) -> None:
+    from agents_app.models import McpBundle, McpServer
+    from agents_app.selectors import config_snapshot_forget
+    from runs_app.models import Approval
+    from runs_app.services import approval_decide
+    from tests.runs_app.engine_support import make_user, start, wait_for
+
+    workspace = tmp_path / "ws"
+    calls = [{"name": "bad__echo", "arguments": {"text": "still here"}}]
+    configure(
+        "[risk_profiles.careful]\n"
+        + provider("p", [{"turns": [{"tool_calls": calls}, {"say": "{{tool_results}}"}]}])
+        + agent("a", "scripted.p", risk="careful", workspace=str(workspace))
+    )
+    grant({"a": ["bad"]}, misbehaving("bad"))
+    set_risk("careful", always_ask=["bad__echo"])
+    held = wait_for(start("a", "go").pk, statuses={"awaiting_approval"}, timeout=60)
+    McpServer.objects.all().delete()
+    McpBundle.objects.all().delete()
+    config_snapshot_forget()
+    approval_decide(approval=Approval.objects.get(run=held), user=make_user(), approve=True)
+    run = wait_for(held.pk, timeout=60)
+    assert run.status == "completed", run.error
+    assert "still here" in run.output and run.output.startswith('<mcp-result server="bad"')
