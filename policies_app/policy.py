@@ -5,7 +5,7 @@ Pure functions over frozen specs: no ORM, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
@@ -103,7 +103,7 @@ def mcp_tool_verdict(risk: RiskProfileSpec, ceilings: Iterable[McpCeiling], name
     return ""
 
 
-def mcp_needs_approval(risk: RiskProfileSpec, name: str, annotations: dict[str, object] | None) -> bool:
+def mcp_needs_approval(risk: RiskProfileSpec, name: str, annotations: Mapping[str, object] | None) -> bool:
     """An MCP call is held for an operator when `always_ask` names it, or when the server
     annotates it `destructiveHint: true` without `readOnlyHint: true` and the profile does not
     list its prefixed name (or `"*"`) in `auto_approve`. An unannotated tool follows the
@@ -115,7 +115,7 @@ def mcp_needs_approval(risk: RiskProfileSpec, name: str, annotations: dict[str, 
     return destructive and not is_auto_approved(risk, name)
 
 
-def mcp_is_read_only(annotations: dict[str, object] | None) -> bool:
+def mcp_is_read_only(annotations: Mapping[str, object] | None) -> bool:
     return (annotations or {}).get("readOnlyHint") is True
 
 
