@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -48,6 +49,7 @@ from runs_app.engine.tools import sandbox
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_SECS = 30  # initialize and tools/list, as ZeroClaw
+START_RETRY_SECS = 30  # a server that failed to start is not tried again sooner
 MAX_LINE_BYTES = 4 * 1024 * 1024
 STDERR_TAIL_BYTES = 2048
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -557,6 +559,9 @@ class Pool:
         self._thread: threading.Thread | None = None
         self._connections: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Future[Connection]] = {}
+        # Servers that failed to start, by key: (when, the error), so that a broken server is
+        # not started again at every model turn of every run for a while.
+        self._failed: dict[str, tuple[float, McpError]] = {}
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -587,15 +592,21 @@ class Pool:
         opening = self._opening.get(key)
         if opening is not None:  # another call is starting it: share that start
             return await asyncio.shield(opening), False
+        failed = self._failed.get(key)
+        if failed is not None and time.monotonic() - failed[0] < START_RETRY_SECS:
+            raise failed[1]
         future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
         self._opening[key] = future
         try:
             connection = Connection(spec, where)
             await connection.open()
             self._connections[key] = connection
+            self._failed.pop(key, None)
             future.set_result(connection)
             return connection, True
         except BaseException as exc:
+            if isinstance(exc, McpError):
+                self._failed[key] = (time.monotonic(), exc)
             future.set_exception(exc)
             future.exception()  # retrieved: no "never retrieved" warning when nobody shares it
             raise
@@ -641,6 +652,7 @@ class Pool:
         async def go() -> None:
             connections = list(self._connections.values())
             self._connections.clear()
+            self._failed.clear()
             for connection in connections:
                 await connection.close()
 
