@@ -180,6 +180,10 @@ _RUNTIME_FIELDS: dict[str, str] = {
     "shell_max_memory_mb": _INT,
     "shell_max_file_size_mb": _INT,
     "shell_max_processes": _INT,
+    "mcp_max_cpu_secs": _INT,
+    "mcp_max_memory_mb": _INT,
+    "mcp_max_file_size_mb": _INT,
+    "mcp_max_processes": _INT,
 }
 
 _PROVIDER_FIELDS: dict[str, str] = {

@@ -101,6 +101,10 @@ _NON_NEGATIVE_RUNTIME_FIELDS: tuple[str, ...] = (
     "shell_max_memory_mb",
     "shell_max_file_size_mb",
     "shell_max_processes",
+    "mcp_max_cpu_secs",
+    "mcp_max_memory_mb",
+    "mcp_max_file_size_mb",
+    "mcp_max_processes",
 )
 _RANGED_RUNTIME_FIELDS: tuple[tuple[str, int, int], ...] = (
     ("max_spawn_depth", 1, 5),

@@ -801,6 +801,10 @@ def test_runtime_profile_crud(admin_api: APIClient) -> None:
         "shell_max_memory_mb": 0,
         "shell_max_file_size_mb": 0,
         "shell_max_processes": 0,
+        "mcp_max_cpu_secs": 0,
+        "mcp_max_memory_mb": 0,
+        "mcp_max_file_size_mb": 0,
+        "mcp_max_processes": 0,
     }
     response = admin_api.patch(
         f"{V1}/runtime-profiles/quick/", {"delegation_timeout_secs": 30}, format="json"

@@ -730,3 +730,11 @@ def test_infinite_prices_round_trip() -> None:
     spec = ProviderSpec(type="openai", alias="x", model="m", input_per_mtok_cents=math.inf)
     snapshot = ConfigSnapshot(providers={"openai.x": spec})
     assert parse_toml(export_toml(snapshot)).snapshot == snapshot
+
+
+def test_mcp_server_limits_round_trip_on_export() -> None:
+    runtime = RuntimeProfileSpec(alias="servers", mcp_max_cpu_secs=5, mcp_max_memory_mb=8192)
+    text = export_toml(ConfigSnapshot(runtime_profiles={"servers": runtime}))
+    assert "mcp_max_cpu_secs = 5" in text and "mcp_max_memory_mb = 8192" in text
+    again = parse_toml(text)
+    assert again.warnings == [] and again.snapshot.runtime_profiles["servers"] == runtime
