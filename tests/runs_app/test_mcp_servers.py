@@ -273,3 +273,15 @@ def test_the_dashboard_state_records_tools_errors_and_calls(tmp_path: Path) -> N
     state = McpServerState.objects.get(server="bad")
     assert "echo" in [t["name"] for t in state.tools]
     assert state.last_error == "exited with status 3" and state.last_call_at is not None
+
+
+def test_a_server_process_is_reused_for_one_profile_and_workspace_and_never_shared_across_them(
+    tmp_path: Path,
+) -> None:
+    bad = spec(misbehaving("bad"))
+    POOL.call(bad, where(tmp_path / "a"), "echo", {"text": "1"})
+    POOL.call(bad, where(tmp_path / "a"), "echo", {"text": "2"})
+    assert len(POOL.server_pids()) == 1
+    POOL.call(bad, where(tmp_path / "b"), "echo", {"text": "3"})
+    POOL.call(bad, where(tmp_path / "a", shell_network=True), "echo", {"text": "4"})
+    assert len(set(POOL.server_pids())) == 3
