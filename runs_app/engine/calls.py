@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ class Step:
     policy: FrozenPolicy
     transcript: Transcript
     _mcp_offer: dict[str, mcp_tools.Offered] | None = None
+    # Servers of the run that could not be listed this turn, with the error their calls get.
+    mcp_down: dict[str, str] = field(default_factory=dict)
 
     @property
     def root_id(self) -> Any:
@@ -55,7 +57,9 @@ class Step:
     def mcp_offer(self) -> dict[str, mcp_tools.Offered]:
         """The MCP tools this run may call now (listed once per model turn), for an agentic run."""
         if self._mcp_offer is None:
-            self._mcp_offer = mcp_tools.offered(self.mcp) if self.run.agentic and self.policy.mcp else {}
+            self._mcp_offer = (
+                mcp_tools.offered(self.mcp, self.mcp_down) if self.run.agentic and self.policy.mcp else {}
+            )
         return self._mcp_offer
 
     def mcp_callable(self) -> dict[str, mcp_tools.Offered]:

@@ -137,6 +137,7 @@ def state_of(step: Step) -> RunState:
         risk=step.policy.risk,
         dedup_exempt=frozenset(step.policy.runtime.tool_call_dedup_exempt),
         gated=mcp_tools.gated(mcp, step.policy.risk),
+        mcp_down=tuple(sorted(step.mcp_down.items())),
     )
 
 

@@ -371,3 +371,19 @@ def test_a_configuration_change_never_alters_the_mcp_servers_of_a_run_in_flight(
     run = wait_for(held.pk, timeout=60)
     assert run.status == "completed", run.error
     assert "still here" in run.output and run.output.startswith('<mcp-result server="bad"')
+
+
+def test_a_server_that_cannot_start_gives_its_calls_an_error_naming_it_and_why(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    calls = [{"name": "ghost__anything", "arguments": {}}]
+    configure(
+        provider("p", [{"turns": [{"tool_calls": calls}, {"say": "after: {{tool_results}}"}]}])
+        + agent("a", "scripted.p", workspace=str(workspace))
+    )
+    grant({"a": ["ghost"]}, {"name": "ghost", "command": str(tmp_path / "no-such-server")})
+    run = finish("a", "go", timeout=90)
+    assert run.status == "completed"
+    assert run.output.startswith("after: Error: MCP server 'ghost' failed to start: exited with status 127")
+    assert McpServerState.objects.get(server="ghost").last_error.startswith(
+        "failed to start: exited with status 127"
+    )

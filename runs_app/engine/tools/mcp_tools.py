@@ -105,11 +105,13 @@ def run_mcp(policy: Any, workspace: str) -> RunMcp:
     )
 
 
-def _listed(spec: McpServerSpec, where: Sandbox) -> list[McpTool] | None:
+def _listed(spec: McpServerSpec, where: Sandbox, down: dict[str, str] | None = None) -> list[McpTool] | None:
     try:
         tools, started = POOL.tools(spec, where)
     except McpError as exc:
         record_error(spec.name, exc.why)
+        if down is not None:
+            down[spec.name] = str(exc)
         return None
     if started:
         record_started(spec.name, tools)
@@ -184,13 +186,14 @@ def _verdict(mcp: RunMcp, spec: McpServerSpec, tool: McpTool, name: str, seen: s
     return Verdict(name, spec.name, "admitted", reason)
 
 
-def offered(mcp: RunMcp) -> dict[str, Offered]:
-    """The MCP tools the run may call (gated ones included: they wait for an approval)."""
+def offered(mcp: RunMcp, down: dict[str, str] | None = None) -> dict[str, Offered]:
+    """The MCP tools the run may call (gated ones included: they wait for an approval).
+    `down` collects, per server that could not be listed, the error a call to it gets."""
     if not mcp.servers:
         return {}
     tools: dict[str, Offered] = {}
     for spec in mcp.servers:
-        for tool in _listed(spec, mcp.sandbox) or []:
+        for tool in _listed(spec, mcp.sandbox, down) or []:
             name = mcp_tool_name(spec.name, tool.name)
             if (
                 name in tools
