@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +208,14 @@ def test_the_time_server_from_pypi_answers_over_stdio(tmp_path: Path) -> None:
     assert answer["timezone"] == "UTC" and answer["datetime"][:4].isdigit()
 
 
-@pytest.fixture
-def http_everything() -> Iterator[str]:
+@contextmanager
+def everything_over(mode: str, path: str) -> Iterator[str]:
+    """server-everything serving `mode` (streamableHttp or sse) on a free port of 127.0.0.1."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen(
-        ["node", str(EVERYTHING_JS), "streamableHttp"],
+        ["node", str(EVERYTHING_JS), mode],
         env={"PATH": "/usr/bin:/bin", "PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -227,10 +229,16 @@ def http_everything() -> Iterator[str]:
             except OSError:
                 assert time.monotonic() < deadline, "server-everything did not listen"
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def http_everything() -> Iterator[str]:
+    with everything_over("streamableHttp", "/mcp") as url:
+        yield url
 
 
 def test_a_streamable_http_server_is_reached_at_its_url(tmp_path: Path, http_everything: str) -> None:
@@ -285,3 +293,12 @@ def test_a_server_process_is_reused_for_one_profile_and_workspace_and_never_shar
     POOL.call(bad, where(tmp_path / "b"), "echo", {"text": "3"})
     POOL.call(bad, where(tmp_path / "a", shell_network=True), "echo", {"text": "4"})
     assert len(set(POOL.server_pids())) == 3
+
+
+def test_an_sse_server_is_reached_at_its_url(tmp_path: Path) -> None:
+    with everything_over("sse", "/sse") as url:
+        server = spec({"name": "legacy", "transport": "sse", "url": url})
+        assert (
+            text(POOL.call(server, where(tmp_path / "ws"), "echo", {"message": "over sse"}))
+            == "Echo: over sse"
+        )
