@@ -109,7 +109,8 @@ class Agent(models.Model):
 
 def _secret_values(data: dict[str, dict[str, str]]) -> dict[str, SecretValue]:
     return {
-        key: SecretValue(token=value.get("token", ""), env=value.get("env", "")) for key, value in data.items()
+        key: SecretValue(token=value.get("token", ""), env=value.get("env", ""))
+        for key, value in data.items()
     }
 
 

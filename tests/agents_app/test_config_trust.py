@@ -122,8 +122,10 @@ def test_an_import_leaves_out_zeroclaw_tools_with_one_warning_but_refuses_a_near
     response = post_toml(admin_api, text, "?dry_run=true")
     assert response.status_code == 200
     assert response.json()["warnings"] == [
-        'risk_profiles.team.auto_approve: left out "web_fetch", "browser", "github__create_issue" '
-        "(ZeroClaw tools that Clawboard does not provide)"
+        'risk_profiles.team.auto_approve: left out "web_fetch", "browser" '
+        "(ZeroClaw tools that Clawboard does not provide)",
+        'risk_profiles.team.auto_approve: left out "github__create_issue" '
+        "(tools of MCP servers this file does not configure)",
     ]
     typo = BASE_TOML.replace('excluded_tools = ["model_switch"]', 'excluded_tools = ["model_swich"]')
     response = post_toml(admin_api, typo)
