@@ -149,6 +149,8 @@ class ImportResult:
     sections_seen: tuple[str, ...] = ()
     has_delegate: bool = True
     has_mcp: bool = True
+    # Warnings that only say how a value was read (a launcher resolved to its installed command).
+    notes: tuple[str, ...] = ()
 
 
 # --- field tables ---------------------------------------------------------------------------------
@@ -327,6 +329,7 @@ def document_to_snapshot(doc: Mapping[str, Any], *, zeroclaw: bool = False) -> I
         sections_seen=seen,
         has_delegate="delegate" in doc,
         has_mcp="mcp" in doc,
+        notes=tuple(reader.notes),
     )
 
 
@@ -360,6 +363,7 @@ class _Reader:
         self.zeroclaw = zeroclaw
         self.errors: list[ShapeError] = []
         self.warnings: list[str] = []
+        self.notes: list[str] = []
 
     def error(self, path: str, message: str) -> None:
         self.errors.append((path, message))
@@ -572,10 +576,12 @@ class _Reader:
             return  # the validator refuses it, saying how to install it
         kwargs["command"] = found
         kwargs["args"] = launcher.rest
-        self.warnings.append(
+        note = (
             f"{base}.command: {_q(launcher.text)} downloads the server when it starts; "
             f"read as the installed {_q(found)}"
         )
+        self.warnings.append(note)
+        self.notes.append(note)
 
     def mcp_bundle(self, alias: str, value: Any) -> McpBundleSpec | None:
         base = f"mcp_bundles.{alias}"

@@ -282,7 +282,14 @@ def _mcp_reference_errors(
         if not name:
             errors.append((where, f"{where} is empty; remove it or name a configured {what}"))
             continue
-        if MCP_SEPARATOR in name:
+        if name.lower() in seen:
+            errors.append(
+                (
+                    where,
+                    f"{where} = {quote(name)} duplicates an earlier entry (names are compared ignoring case)",
+                )
+            )
+        elif MCP_SEPARATOR in name:
             errors.append((where, _separator_message(where, name)))
         elif name not in known:
             missing = (
@@ -291,13 +298,6 @@ def _mcp_reference_errors(
                 else f"mcp_bundles.{name} is not configured"
             )
             errors.append((where, f"{where} = {quote(name)} but {missing}"))
-        if name.lower() in seen:
-            errors.append(
-                (
-                    where,
-                    f"{where} = {quote(name)} duplicates an earlier entry (names are compared ignoring case)",
-                )
-            )
         seen.add(name.lower())
     return errors
 
@@ -818,3 +818,94 @@ def delete_agent(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
         raise ValueError(f"agents.{alias} is not configured")
     agents = _rewrite_references(snapshot, lambda ref: None if ref == alias else ref, skip=alias)
     return replace(snapshot, agents=agents)
+
+
+# --- MCP reference rewrites -----------------------------------------------------------------------
+
+
+def _same_name(a: str, b: str) -> bool:
+    return a.strip() == b
+
+
+def rename_mcp_server(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSnapshot:
+    """Renames MCP server `old` to `new` and rewrites every bundle's `servers` and `exclude`."""
+    if old not in snapshot.mcp_servers:
+        raise ValueError(f"mcp.servers.{old} is not configured")
+    if new == old:
+        return snapshot
+    servers = {
+        (new if n == old else n): (replace(s, name=new) if n == old else s)
+        for n, s in snapshot.mcp_servers.items()
+    }
+    bundles = {
+        alias: replace(
+            b,
+            servers=tuple(new if _same_name(n, old) else n for n in b.servers),
+            exclude=tuple(new if _same_name(n, old) else n for n in b.exclude),
+        )
+        for alias, b in snapshot.mcp_bundles.items()
+    }
+    return replace(snapshot, mcp_servers=dict(sorted(servers.items())), mcp_bundles=bundles)
+
+
+def delete_mcp_server_plan(snapshot: ConfigSnapshot, name: str) -> list[str]:
+    lines: list[str] = []
+    for alias in sorted(snapshot.mcp_bundles):
+        bundle = snapshot.mcp_bundles[alias]
+        for field in ("servers", "exclude"):
+            if any(_same_name(n, name) for n in getattr(bundle, field)):
+                lines.append(f"remove {quote(name)} from mcp_bundles.{alias}.{field}")
+    return lines
+
+
+def delete_mcp_server(snapshot: ConfigSnapshot, name: str) -> ConfigSnapshot:
+    """Removes MCP server `name` and scrubs it from every bundle (see `delete_mcp_server_plan`)."""
+    servers = {n: s for n, s in snapshot.mcp_servers.items() if n != name}
+    bundles = {
+        alias: replace(
+            b,
+            servers=tuple(n for n in b.servers if not _same_name(n, name)),
+            exclude=tuple(n for n in b.exclude if not _same_name(n, name)),
+        )
+        for alias, b in snapshot.mcp_bundles.items()
+    }
+    return replace(snapshot, mcp_servers=servers, mcp_bundles=bundles)
+
+
+def rename_mcp_bundle(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSnapshot:
+    """Renames bundle `old` to `new` and rewrites every agent's `mcp_bundles`."""
+    if old not in snapshot.mcp_bundles:
+        raise ValueError(f"mcp_bundles.{old} is not configured")
+    if new == old:
+        return snapshot
+    bundles = {
+        (new if a == old else a): (replace(b, alias=new) if a == old else b)
+        for a, b in snapshot.mcp_bundles.items()
+    }
+    agents = {
+        alias: replace(agent, mcp_bundles=tuple(new if _same_name(b, old) else b for b in agent.mcp_bundles))
+        if any(_same_name(b, old) for b in agent.mcp_bundles)
+        else agent
+        for alias, agent in snapshot.agents.items()
+    }
+    return replace(snapshot, mcp_bundles=dict(sorted(bundles.items())), agents=agents)
+
+
+def delete_mcp_bundle_plan(snapshot: ConfigSnapshot, alias: str) -> list[str]:
+    return [
+        f"remove {quote(alias)} from agents.{a}.mcp_bundles"
+        for a in sorted(snapshot.agents)
+        if any(_same_name(b, alias) for b in snapshot.agents[a].mcp_bundles)
+    ]
+
+
+def delete_mcp_bundle(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
+    """Removes bundle `alias` and scrubs it from every agent (see `delete_mcp_bundle_plan`)."""
+    bundles = {a: b for a, b in snapshot.mcp_bundles.items() if a != alias}
+    agents = {
+        a: replace(agent, mcp_bundles=tuple(b for b in agent.mcp_bundles if not _same_name(b, alias)))
+        if any(_same_name(b, alias) for b in agent.mcp_bundles)
+        else agent
+        for a, agent in snapshot.agents.items()
+    }
+    return replace(snapshot, mcp_bundles=bundles, agents=agents)
