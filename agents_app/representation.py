@@ -10,7 +10,14 @@ import dataclasses
 from typing import Any
 
 from agents_app.secrets import MASK, secret_document_value
-from agents_app.snapshot import AgentSpec, ConfigSnapshot, McpBundleSpec, McpServerSpec, ProviderSpec
+from agents_app.snapshot import (
+    AgentSpec,
+    ConfigSnapshot,
+    McpBundleSpec,
+    McpGlobals,
+    McpServerSpec,
+    ProviderSpec,
+)
 from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
 
 KINDS: tuple[str, ...] = (
@@ -98,4 +105,5 @@ def spec_types() -> dict[str, type]:
         "delegate": DelegateGlobals,
         "mcp_servers": McpServerSpec,
         "mcp_bundles": McpBundleSpec,
+        "mcp": McpGlobals,
     }
