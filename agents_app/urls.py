@@ -1,4 +1,5 @@
 from django.urls import URLPattern, URLResolver, path
+from django.views.generic import RedirectView
 
 from agents_app import views
 
@@ -15,14 +16,26 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="config-revision-restore",
     ),
 ]
+urlpatterns += [
+    path("mcp/", views.mcp_page, name="mcp-page"),
+    path("mcp/settings/", views.mcp_settings_view, name="mcp-settings-page"),
+    path("mcp/import/preview/", views.mcp_import_preview, name="mcp-import-preview"),
+    path("mcp/import/", views.mcp_import, name="mcp-import-page"),
+    # Servers and bundles are listed on the MCP page itself.
+    path("mcp/servers/", RedirectView.as_view(url="/mcp/")),
+    path("mcp/bundles/", RedirectView.as_view(url="/mcp/")),
+]
 for url, kind in (
     ("agents", "agents"),
     ("risk-profiles", "risk_profiles"),
     ("runtime-profiles", "runtime_profiles"),
     ("providers", "providers"),
+    ("mcp/servers", "mcp_servers"),
+    ("mcp/bundles", "mcp_bundles"),
 ):
+    if not url.startswith("mcp/"):
+        urlpatterns.append(path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"))
     urlpatterns += [
-        path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"),
         path(f"{url}/new/", views.entry_edit, {"kind_name": kind}, name=f"{url}-new"),
         path(f"{url}/preview/", views.entry_preview, {"kind_name": kind}),
         path(f"{url}/<str:key>/", views.entry_edit, {"kind_name": kind}, name=f"{url}-edit"),
