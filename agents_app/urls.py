@@ -1,5 +1,4 @@
 from django.urls import URLPattern, URLResolver, path
-from django.views.generic import RedirectView
 
 from agents_app import views
 
@@ -22,8 +21,8 @@ urlpatterns += [
     path("mcp/import/preview/", views.mcp_import_preview, name="mcp-import-preview"),
     path("mcp/import/", views.mcp_import, name="mcp-import-page"),
     # Servers and bundles are listed on the MCP page itself.
-    path("mcp/servers/", RedirectView.as_view(url="/mcp/")),
-    path("mcp/bundles/", RedirectView.as_view(url="/mcp/")),
+    path("mcp/servers/", views.mcp_page, name="mcp-servers-page"),
+    path("mcp/bundles/", views.mcp_page, name="mcp-bundles-page"),
 ]
 for url, kind in (
     ("agents", "agents"),
@@ -33,12 +32,14 @@ for url, kind in (
     ("mcp/servers", "mcp_servers"),
     ("mcp/bundles", "mcp_bundles"),
 ):
-    if not url.startswith("mcp/"):
-        urlpatterns.append(path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"))
+    if not url.startswith("mcp/"):  # the MCP editors have no live preview
+        urlpatterns += [
+            path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"),
+            path(f"{url}/preview/", views.entry_preview, {"kind_name": kind}),
+            path(f"{url}/<str:key>/preview/", views.entry_preview, {"kind_name": kind}),
+        ]
     urlpatterns += [
         path(f"{url}/new/", views.entry_edit, {"kind_name": kind}, name=f"{url}-new"),
-        path(f"{url}/preview/", views.entry_preview, {"kind_name": kind}),
         path(f"{url}/<str:key>/", views.entry_edit, {"kind_name": kind}, name=f"{url}-edit"),
-        path(f"{url}/<str:key>/preview/", views.entry_preview, {"kind_name": kind}),
         path(f"{url}/<str:key>/delete/", views.entry_delete_view, {"kind_name": kind}, name=f"{url}-delete"),
     ]
