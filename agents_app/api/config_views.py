@@ -38,6 +38,7 @@ from agents_app.entries import (
     mcp_settings_update,
 )
 from agents_app.imports import ImportPlan, import_apply, import_plan
+from agents_app.mcp_grants import mcp_grants
 from agents_app.mcp_json import mcp_json_read
 from agents_app.models import ConfigRevision
 from agents_app.representation import entry_to_json
@@ -352,3 +353,16 @@ class ConfigRevisionRestoreApi(APIView):
         except ConfigValidationError as exc:
             raise ConfigInvalid(exc.errors) from exc
         return Response({"restored": pk, "revision": new_rev.pk if new_rev else None})
+
+
+class AgentMcpServersApi(APIView):
+    """The MCP servers an agent's bundles name: granted, or not and why."""
+
+    permission_classes = [ReadViewerWriteAdmin]
+
+    @extend_schema(operation_id="agents_mcp_servers", tags=["agents"], responses={200: _OBJECT_LIST})
+    def get(self, request: Request, alias: str) -> Response:
+        snap = config_snapshot_get()
+        if alias not in snap.agents:
+            raise NotFound(f"No agent '{alias}'.")
+        return Response(mcp_grants(snap, snap.agents[alias]))

@@ -23,6 +23,7 @@ for prefix, kind in (
 urlpatterns += [
     path("agents/<str:alias>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
     path("agents/<str:alias>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
+    path("agents/<str:alias>/mcp-servers/", cv.AgentMcpServersApi.as_view(), name="agent-mcp-servers"),
     path("policy/check/", pv.PolicyCheckApi.as_view(), name="policy-check"),
     path("mcp/", cv.McpSettingsApi.as_view(), name="mcp-settings"),
     path("mcp/import/", cv.McpImportApi.as_view(), name="mcp-import"),

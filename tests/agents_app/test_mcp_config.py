@@ -131,6 +131,19 @@ def test_an_agent_gets_the_servers_of_its_bundles_only(admin_api: APIClient, mcp
     assert granted("assistant") == ["filesystem", "time", "github"]
     assert granted("reviewer") == ["github", "filesystem"]
     assert granted("plain") == []
+    rows = admin_api.get(f"{V1}/agents/reviewer/mcp-servers/").json()
+    assert rows == [
+        {"server": "github", "bundle": "code", "granted": True, "reason": "", "transport": "http"},
+        {"server": "filesystem", "bundle": "code", "granted": True, "reason": "", "transport": "stdio"},
+        {
+            "server": "tracker",
+            "bundle": "code",
+            "granted": False,
+            "reason": "excluded by mcp_bundles.code.exclude",
+            "transport": "sse",
+        },
+    ]
+    assert admin_api.get(f"{V1}/agents/plain/mcp-servers/").json() == []
 
 
 def test_mcp_tool_names_of_configured_servers_stay_in_tool_lists(admin_api: APIClient, mcp_dir: Path) -> None:
@@ -685,3 +698,17 @@ def test_the_export_parses_back_to_the_same_snapshot(admin_api: APIClient, mcp_d
     snap = config_snapshot_get()
     again = parse_toml(export_toml(snap)).snapshot
     assert export_toml(again) == export_toml(snap)
+
+
+def test_restoring_a_revision_keeps_the_stored_secrets(admin_api: APIClient, mcp_dir: Path) -> None:
+    assert post_toml(admin_api, FIXTURE.read_text()).status_code == 200
+    first = ConfigRevision.objects.order_by("-pk").first()
+    assert first is not None
+    token = McpServer.objects.get(name="time").env["TZ_FALLBACK"]["token"]
+    assert (
+        admin_api.patch(f"{V1}/mcp/servers/time/", {"tool_timeout_secs": 5}, format="json").status_code == 200
+    )
+    restored = admin_api.post(f"{V1}/config/revisions/{first.pk}/restore/")
+    assert restored.status_code == 200, restored.json()
+    row = McpServer.objects.get(name="time")
+    assert (row.tool_timeout_secs, row.env["TZ_FALLBACK"]["token"]) == (None, token)
