@@ -714,7 +714,7 @@ def test_key_rotation_re_encrypts_every_stored_key(
     old_key = (tmp_path / "encryption-key.txt").read_text().strip()
     out = io.StringIO()
     call_command("clawboard_rotate_key", "--new-key", "--drop-old", stdout=out)
-    assert out.getvalue().strip() == "re-encrypted 1 provider key(s) with the current key"
+    assert out.getvalue().strip() == "re-encrypted 1 provider key(s) and 0 MCP secret(s) with the current key"
     new_key = (tmp_path / "encryption-key.txt").read_text().strip()
     assert new_key != old_key and "\n" not in new_key
     row = ModelProvider.objects.get(alias="keyed")

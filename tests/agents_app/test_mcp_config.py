@@ -712,3 +712,23 @@ def test_restoring_a_revision_keeps_the_stored_secrets(admin_api: APIClient, mcp
     assert restored.status_code == 200, restored.json()
     row = McpServer.objects.get(name="time")
     assert (row.tool_timeout_secs, row.env["TZ_FALLBACK"]["token"]) == (None, token)
+
+
+def test_key_rotation_re_encrypts_the_mcp_secrets(
+    admin_api: APIClient, mcp_dir: Path, tmp_path: Path, settings: Any
+) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    settings.DATA_DIR = tmp_path
+    settings.CLAWBOARD_ENCRYPTION_KEY = ""
+    assert post_toml(admin_api, FIXTURE.read_text()).status_code == 200
+    old_token = McpServer.objects.get(name="time").env["TZ_FALLBACK"]["token"]
+    out = io.StringIO()
+    call_command("clawboard_rotate_key", "--new-key", "--drop-old", stdout=out)
+    assert out.getvalue().strip() == "re-encrypted 0 provider key(s) and 1 MCP secret(s) with the current key"
+    row = McpServer.objects.get(name="time")
+    assert row.env["TZ_FALLBACK"]["token"] != old_token
+    assert secrets.decrypt(row.env["TZ_FALLBACK"]["token"]) == "UTC"
+    assert row.headers == {} and McpServer.objects.get(name="github").headers == {"Authorization": {}}
