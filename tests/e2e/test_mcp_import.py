@@ -6,7 +6,7 @@ import json
 
 from playwright.sync_api import expect
 
-from tests.e2e.support import Browse
+from tests.e2e.support import SCREENSHOTS, Browse
 
 CLAUDE_JSON = {
     "mcpServers": {
@@ -39,3 +39,7 @@ def test_an_admin_pastes_mcp_servers_previews_and_confirms(browse: Browse) -> No
     expect(page.locator("#mcp-bundle-e2e-kit")).to_contain_text("e2e-notes")
     expect(page.locator("body")).not_to_contain_text("n-e2e-secret-55")
     expect(page.locator("#mcp-state-e2e-notes")).to_contain_text("not started by any worker yet")
+    # the operator guide's picture of the page (docs/screenshots with UPDATE_SCREENSHOTS=1)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(SCREENSHOTS / "mcp.png"), full_page=True)
