@@ -276,10 +276,10 @@ def _mcp_reference_errors(
     """Each entry of a list of MCP names: not empty, no `__`, configured, not repeated (ignoring case)."""
     errors: list[Error] = []
     seen: set[str] = set()
-    for i, raw in enumerate(names):
+    for i, name in enumerate(names):
         where = f"{path}[{i}]"
-        name = raw.strip()
-        if not name:
+        # Exact names, as the grant compares them: a padded name is an unknown one.
+        if not name.strip():
             errors.append((where, f"{where} is empty; remove it or name a configured {what}"))
             continue
         if name.lower() in seen:
@@ -823,10 +823,6 @@ def delete_agent(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
 # --- MCP reference rewrites -----------------------------------------------------------------------
 
 
-def _same_name(a: str, b: str) -> bool:
-    return a.strip() == b
-
-
 def rename_mcp_server(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSnapshot:
     """Renames MCP server `old` to `new` and rewrites every bundle's `servers` and `exclude`."""
     if old not in snapshot.mcp_servers:
@@ -840,8 +836,8 @@ def rename_mcp_server(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSna
     bundles = {
         alias: replace(
             b,
-            servers=tuple(new if _same_name(n, old) else n for n in b.servers),
-            exclude=tuple(new if _same_name(n, old) else n for n in b.exclude),
+            servers=tuple(new if n == old else n for n in b.servers),
+            exclude=tuple(new if n == old else n for n in b.exclude),
         )
         for alias, b in snapshot.mcp_bundles.items()
     }
@@ -853,7 +849,7 @@ def delete_mcp_server_plan(snapshot: ConfigSnapshot, name: str) -> list[str]:
     for alias in sorted(snapshot.mcp_bundles):
         bundle = snapshot.mcp_bundles[alias]
         for field in ("servers", "exclude"):
-            if any(_same_name(n, name) for n in getattr(bundle, field)):
+            if any(n == name for n in getattr(bundle, field)):
                 lines.append(f"remove {quote(name)} from mcp_bundles.{alias}.{field}")
     return lines
 
@@ -864,8 +860,8 @@ def delete_mcp_server(snapshot: ConfigSnapshot, name: str) -> ConfigSnapshot:
     bundles = {
         alias: replace(
             b,
-            servers=tuple(n for n in b.servers if not _same_name(n, name)),
-            exclude=tuple(n for n in b.exclude if not _same_name(n, name)),
+            servers=tuple(n for n in b.servers if not n == name),
+            exclude=tuple(n for n in b.exclude if not n == name),
         )
         for alias, b in snapshot.mcp_bundles.items()
     }
@@ -883,8 +879,8 @@ def rename_mcp_bundle(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSna
         for a, b in snapshot.mcp_bundles.items()
     }
     agents = {
-        alias: replace(agent, mcp_bundles=tuple(new if _same_name(b, old) else b for b in agent.mcp_bundles))
-        if any(_same_name(b, old) for b in agent.mcp_bundles)
+        alias: replace(agent, mcp_bundles=tuple(new if b == old else b for b in agent.mcp_bundles))
+        if any(b == old for b in agent.mcp_bundles)
         else agent
         for alias, agent in snapshot.agents.items()
     }
@@ -895,7 +891,7 @@ def delete_mcp_bundle_plan(snapshot: ConfigSnapshot, alias: str) -> list[str]:
     return [
         f"remove {quote(alias)} from agents.{a}.mcp_bundles"
         for a in sorted(snapshot.agents)
-        if any(_same_name(b, alias) for b in snapshot.agents[a].mcp_bundles)
+        if any(b == alias for b in snapshot.agents[a].mcp_bundles)
     ]
 
 
@@ -903,8 +899,8 @@ def delete_mcp_bundle(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
     """Removes bundle `alias` and scrubs it from every agent (see `delete_mcp_bundle_plan`)."""
     bundles = {a: b for a, b in snapshot.mcp_bundles.items() if a != alias}
     agents = {
-        a: replace(agent, mcp_bundles=tuple(b for b in agent.mcp_bundles if not _same_name(b, alias)))
-        if any(_same_name(b, alias) for b in agent.mcp_bundles)
+        a: replace(agent, mcp_bundles=tuple(b for b in agent.mcp_bundles if not b == alias))
+        if any(b == alias for b in agent.mcp_bundles)
         else agent
         for a, agent in snapshot.agents.items()
     }
