@@ -135,13 +135,13 @@ def _entry_context(kind: Kind, snap: ConfigSnapshot, form: forms.Form, key: str 
         ctx["delegates"] = delegates + [{"agent": "", "mode": "bounded"}]
         ctx["agent_choices"] = sorted(snap.agents)
     if kind.name == "risk_profiles":
-        ctx["grid"] = _grid_rows(form, snap.risk_profiles.get(key) if key else None)
+        ctx["grid"] = _grid_rows(form, snap.risk_profiles.get(key) if key else None, snap)
     if key and kind.name == "agents":
         ctx["preview"] = _agent_preview(snap, key)
     return ctx
 
 
-def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
+def _grid_rows(form: forms.Form, spec: Any, snap: ConfigSnapshot) -> list[dict[str, Any]]:
     """One row per tool with its four checkboxes and the effective result."""
     if form.is_bound:
         picked = form.grid()  # type: ignore[attr-defined]
@@ -156,7 +156,10 @@ def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
     rows = []
     for tool in (*known, *extra):
         cells = [{"name": f"{col}__{tool}", "checked": tool in picked[field]} for field, col in GRID_COLUMNS]
-        rows.append({"tool": tool, "cells": cells, "unknown": tool in extra})
+        # An MCP tool (`<server>__<tool>`) of a configured server is a name the profile may hold.
+        server, separator, rest = tool.partition("__")
+        mcp_tool = bool(separator and rest) and server in snap.mcp_servers
+        rows.append({"tool": tool, "cells": cells, "unknown": tool in extra and not mcp_tool})
     return rows
 
 

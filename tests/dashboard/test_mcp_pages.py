@@ -150,3 +150,9 @@ def test_the_agent_editor_has_mcp_bundles_and_lists_granted_and_excluded_servers
         in page
     )
     assert "excluded</span> excluded by mcp_bundles.safe.exclude" in page
+
+
+def test_the_tool_grid_keeps_mcp_tools_of_configured_servers_as_known(admin: Client) -> None:
+    entry_update(kind="risk_profiles", key="team", body={"always_ask": ["sample__run"]}, partial=True)
+    page = text_of(admin.get("/risk-profiles/team/"))
+    assert '<tr id="grid-sample__run"><td>sample__run</td>' in page
