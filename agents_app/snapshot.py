@@ -68,6 +68,12 @@ class SecretValue:
     token: str = ""
     env: str = ""
 
+    @property
+    def missing(self) -> bool:
+        """Neither: a value that could not be read (a ZeroClaw `enc2:` secret) and must be
+        entered again before the server can start."""
+        return not self.token and not self.env
+
 
 @dataclass(frozen=True)
 class McpServerSpec:

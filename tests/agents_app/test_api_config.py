@@ -1222,7 +1222,15 @@ def test_config_get_returns_the_json_document(viewer_api: APIClient) -> None:
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     doc = response.json()
-    assert list(doc) == ["delegate", "providers", "risk_profiles", "runtime_profiles", "agents"]
+    assert list(doc) == [
+        "delegate",
+        "providers",
+        "risk_profiles",
+        "runtime_profiles",
+        "agents",
+        "mcp",
+        "mcp_bundles",
+    ]
     assert doc["delegate"] == {
         "timeout_secs": 120,
         "agentic_timeout_secs": 300,

@@ -134,6 +134,7 @@ def test_export_of_an_empty_snapshot() -> None:
     text = export_toml(ConfigSnapshot())
     assert text == (
         "[delegate]\ntimeout_secs = 120\nagentic_timeout_secs = 300\nmax_background = 128\nmax_concurrent_runs = 8\n"
+        "\n[mcp]\nenabled = true\ndeferred_loading = false\n"
     )
     assert parse_toml(text).snapshot == ConfigSnapshot()
 
@@ -503,7 +504,15 @@ def test_json_document_round_trip() -> None:
 
 def test_json_document_shape() -> None:
     document = snapshot_to_document(sample())
-    assert list(document) == ["delegate", "providers", "risk_profiles", "runtime_profiles", "agents"]
+    assert list(document) == [
+        "delegate",
+        "providers",
+        "risk_profiles",
+        "runtime_profiles",
+        "agents",
+        "mcp",
+        "mcp_bundles",
+    ]
     assert document["agents"]["coder"]["delegates"] == [
         {"agent": "reviewer", "mode": "bounded"},
         {"agent": "verifier", "mode": "independent"},
