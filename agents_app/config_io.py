@@ -105,7 +105,7 @@ ZEROCLAW_ONLY_TOOLS: frozenset[str] = frozenset(
         "file_edit", "glob_search", "content_search", "memory_forget", "web_fetch", "git_operations",
         "browser", "browser_open", "browser_delegate", "screenshot", "text_browser", "pushover",
         "weather", "web_search_tool", "web_search", "image_gen", "image_info", "email_read",
-        "email_search", "calculator", "tool_search", "http_request", "cron_add", "cron_list",
+        "email_search", "calculator", "http_request", "cron_add", "cron_list",
         "cron_remove", "cron_run", "cron_runs", "cron_update", "schedule", "composio", "delegate_coordination_status",
         "model_routing_config", "proxy_config", "sessions_list", "sessions_history", "sessions_send",
         "sessions_spawn", "hardware_board_info", "hardware_memory_map", "hardware_memory_read",

@@ -187,6 +187,18 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     assert str(failed.value).startswith("MCP server 'ghost' failed to start: exited with status 127")
 
 
+def test_a_secret_to_enter_again_stops_the_server_before_it_starts(tmp_path: Path) -> None:
+    unread = McpServerSpec(
+        name="github", command=str(tmp_path / "never-started"), env={"GITHUB_TOKEN": SecretValue()}
+    )
+    with pytest.raises(McpError) as failed:
+        POOL.tools(unread, where(tmp_path / "ws"))
+    assert str(failed.value) == (
+        "MCP server 'github' cannot start: env.GITHUB_TOKEN is a secret to enter again "
+        "(it could not be imported)"
+    )
+
+
 def test_cpu_is_counted_per_call_not_over_the_servers_life(tmp_path: Path) -> None:
     runtime = RuntimeProfileSpec(alias="rt", mcp_max_cpu_secs=2)
     bad, ws = spec(misbehaving("bad")), where(tmp_path / "ws", runtime=runtime)

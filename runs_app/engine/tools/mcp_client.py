@@ -105,6 +105,10 @@ def connection_key(spec: McpServerSpec, where: Sandbox) -> str:
 
 
 def _secret(server: str, field_name: str, key: str, value: Any) -> str:
+    if value.missing:
+        raise McpError(
+            server, f"cannot start: {field_name}.{key} is a secret to enter again (it could not be imported)"
+        )
     if value.env:
         found = os.environ.get(value.env)
         if found is None:
