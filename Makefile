@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots phoenix
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap mcp-servers demo clean screenshots phoenix
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP) $(RUN_STAMP)
 
-install: $(STAMP) bwrap
+install: $(STAMP) bwrap mcp-servers
 
 # `shell` runs only inside bubblewrap (docs/tools.md); Debian's package, installed when missing.
 bwrap:
@@ -41,6 +41,25 @@ $(PHOENIX_STAMP):
 
 phoenix: $(PHOENIX_STAMP)
 
+# Real MCP servers for the tests (docs/tools.md#mcp-tools): the npm ones pinned by
+# mcp_servers/package-lock.json, the PyPI ones in a venv of their own. Kept outside the
+# repository, so a fresh clone on this machine finds them installed; redone only when the
+# pins change.
+MCP_SERVERS_DIR ?= $(HOME)/.cache/clawboard/mcp
+MCP_PYPI_SERVERS := mcp-server-time==2026.10.19 mcp-server-git==2026.10.19
+export MCP_SERVERS_DIR
+
+mcp-servers:
+	mkdir -p $(MCP_SERVERS_DIR)
+	cmp -s mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/package-lock.json \
+	  && test -d $(MCP_SERVERS_DIR)/node_modules/@modelcontextprotocol/server-filesystem \
+	  || (cp mcp_servers/package.json mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/ \
+	      && npm ci --prefix $(MCP_SERVERS_DIR) --no-audit --no-fund --ignore-scripts)
+	test "$$(cat $(MCP_SERVERS_DIR)/venv/.pins 2>/dev/null)" = "$(MCP_PYPI_SERVERS)" \
+	  || ($(PYTHON) -m venv $(MCP_SERVERS_DIR)/venv \
+	      && $(MCP_SERVERS_DIR)/venv/bin/pip install -q $(MCP_PYPI_SERVERS) \
+	      && echo "$(MCP_PYPI_SERVERS)" > $(MCP_SERVERS_DIR)/venv/.pins)
+
 # DEBUG off unless asked for: `make run DEBUG=1` shows Django's debug pages (never by default).
 DEBUG ?=
 DJANGO_DEBUG_VALUE := $(if $(filter 1 true yes on,$(DEBUG)),true,false)
@@ -59,7 +78,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) bwrap phoenix
+pytest: $(STAMP) bwrap phoenix mcp-servers
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest
 

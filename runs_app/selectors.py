@@ -31,8 +31,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 
 from policies_app.tracker import tracker_usage
-from runs_app.engine.tools import sandbox
-from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
+from runs_app.engine.frozen import policy_of
+from runs_app.engine.tools import mcp_tools, sandbox
+from runs_app.engine.tools.mcp_client import McpTool
+from runs_app.models import TERMINAL_STATUSES, Approval, McpServerState, Message, Run, RunEvent, ToolCall
 
 PREVIEW_CHARS = 500
 # The columns of a tree node, in the order `run_tree` unpacks them (prompt and output follow,
@@ -710,7 +712,48 @@ def run_permissions(run: Run) -> dict[str, Any]:
             else ("on (bubblewrap)" if host.available else "unavailable: shell refuses to run"),
         },
         "workspace": run.workspace,
+        "mcp": run_mcp_tools(run),
     }
+
+
+def run_mcp_tools(run: Run) -> list[dict[str, Any]]:
+    """The MCP tools of a run's frozen servers, as the workers last listed them, each admitted,
+    gated (an approval before each call) or blocked, with the reason. Servers never started
+    yet show one row saying so: the page never starts a server."""
+    if not run.snapshot_id:
+        return []
+    policy = policy_of(run)
+    if not policy.mcp:
+        return []
+    states = {s.server: s for s in McpServerState.objects.filter(server__in=[m.name for m in policy.mcp])}
+    listed: dict[str, list[McpTool] | str] = {}
+    for server in policy.mcp:
+        state = states.get(server.name)
+        if state is None or (not state.tools and state.last_error):
+            listed[server.name] = state.last_error if state else "not started yet"
+        else:
+            listed[server.name] = [
+                McpTool(t.get("name", ""), t.get("description", ""), {}, t.get("annotations") or {})
+                for t in state.tools
+            ]
+    found = mcp_tools.verdicts(mcp_tools.run_mcp(policy, run.workspace), listed)
+    return [{"name": v.name, "server": v.server, "status": v.status, "reason": v.reason} for v in found]
+
+
+def mcp_server_states() -> list[dict[str, Any]]:
+    """What the workers last saw of each MCP server (tools listed, last error, last call), for
+    the dashboard's MCP page."""
+    return [
+        {
+            "server": s.server,
+            "tools": [t.get("name", "") for t in s.tools],
+            "started_at": s.started_at,
+            "last_call_at": s.last_call_at,
+            "last_error": s.last_error,
+            "last_error_at": s.last_error_at,
+        }
+        for s in McpServerState.objects.order_by("server")
+    ]
 
 
 # The home page's charts: (name, length, bucket) of each window, in hours.

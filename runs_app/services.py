@@ -69,7 +69,12 @@ def _admission(snap: ConfigSnapshot, alias: str) -> tuple[AgentSpec, FrozenPolic
     if risk is None or provider is None:
         raise RunServiceError(f"Agent '{alias}' is not runnable: its configuration is incomplete", "invalid")
     policy = FrozenPolicy(
-        risk=risk, runtime=snap.runtime_of(spec), provider=provider, chain=provider_chain(snap, provider)
+        risk=risk,
+        runtime=snap.runtime_of(spec),
+        provider=provider,
+        chain=provider_chain(snap, provider),
+        mcp=snap.mcp_servers_of(spec),
+        mcp_deferred=snap.mcp.deferred_loading,
     )
     return spec, policy
 

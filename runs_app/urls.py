@@ -1,9 +1,10 @@
 from django.urls import URLPattern, URLResolver, path
 
-from runs_app import schedule_views, views
+from runs_app import mcp_state, schedule_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
+    path("mcp/state/", mcp_state.mcp_state_fragment, name="mcp-state"),
     path("home/live/", views.home_live, name="home-live"),
     path("home/charts/", views.home_charts, name="home-charts"),
     path("runs/", views.run_list, name="runs-page"),

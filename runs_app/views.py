@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
 from agents_app.web import operator_required, viewer_required
+from policies_app.policy import is_mcp_name, mcp_server_of
 from policies_app.tracker import tracker_usage
 from runs_app import exchanges, selectors, trace, tree_html
 from runs_app.api.throttling import dashboard_throttle
@@ -344,6 +345,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
             **c,
             "arguments_json": linked_json(c["arguments"], tree_runs),
             "result_json": linked_json(c["result"], tree_runs) if c["result"] is not None else "",
+            "server": mcp_server_of(c["name"]) if is_mcp_name(c["name"]) else "",
             "duration": trace.duration_text(timings.get(c["call_id"], {}).get("duration_ms"))
             if timings.get(c["call_id"], {}).get("duration_ms") is not None
             else "",

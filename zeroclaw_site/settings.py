@@ -30,6 +30,11 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)  # a fresh clone has no var/ yet; SQ
 # Fernet keys (comma-separated, the first encrypts) for provider API keys kept in the database;
 # empty = embedded mode generates DATA_DIR/encryption-key.txt (agents_app/secrets.py).
 CLAWBOARD_ENCRYPTION_KEY = env.str("CLAWBOARD_ENCRYPTION_KEY", default="")
+# Where MCP servers are installed ahead of time (npm packages under node_modules/.bin, PyPI ones
+# under venv/bin): a launcher such as `npx -y <pkg>` is resolved against it (docs/configuration.md).
+MCP_SERVERS_DIR = Path(
+    env.str("MCP_SERVERS_DIR", default=str(Path.home() / ".cache" / "clawboard" / "mcp"))
+).expanduser()
 
 INSTALLED_APPS = [
     "daphne",

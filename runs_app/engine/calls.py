@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connection
 
+from policies_app.policy import TOOL_SEARCH, is_mcp_name, mcp_server_of
 from runs_app import events
 from runs_app.engine import heartbeat, settle, transitions
 from runs_app.engine import messages as msg
@@ -25,8 +26,9 @@ from runs_app.engine.delegate import delegate_tool
 from runs_app.engine.frozen import FrozenPolicy
 from runs_app.engine.providers import ChatMessage
 from runs_app.engine.spawn import spawn_subagent
+from runs_app.engine.tools import mcp_tools
 from runs_app.engine.tools.base import LocalToolContext, ToolResult
-from runs_app.engine.tools.registry import LOCAL_TOOLS, run_local
+from runs_app.engine.tools.registry import is_local, run_local
 from runs_app.engine.transcript import Transcript, append
 from runs_app.models import Announce, Approval, Run, Steer, ToolCall
 
@@ -45,10 +47,36 @@ class Step:
     policy: FrozenPolicy
     transcript: Transcript
     calls: list[ToolCall] = field(default_factory=list)  # the current turn's, once recorded
+    _mcp_offer: dict[str, mcp_tools.Offered] | None = None
+    # Servers of the run that could not be listed this turn, with the error their calls get.
+    mcp_down: dict[str, str] = field(default_factory=dict)
 
     @property
     def root_id(self) -> Any:
         return self.run.root_id or self.run.pk
+
+    @property
+    def mcp(self) -> mcp_tools.RunMcp:
+        return mcp_tools.run_mcp(self.policy, self.run.workspace)
+
+    def mcp_offer(self) -> dict[str, mcp_tools.Offered]:
+        """The MCP tools this run may call now (listed once per model turn), for an agentic run."""
+        if self._mcp_offer is None:
+            self._mcp_offer = (
+                mcp_tools.offered(self.mcp, self.mcp_down) if self.run.agentic and self.policy.mcp else {}
+            )
+        return self._mcp_offer
+
+    def mcp_callable(self) -> dict[str, mcp_tools.Offered]:
+        """Of those, the ones the model has been given: all, or with deferred loading the ones
+        `tool_search` activated (none at all when tool_search itself is not allowed)."""
+        offer = self.mcp_offer()
+        if not offer or not self.policy.mcp_deferred:
+            return offer
+        if not mcp_tools.tool_search_allowed(self.mcp):
+            return {}
+        active = mcp_tools.activated(self.run, offer)
+        return {name: o for name, o in offer.items() if name in active}
 
 
 def still_mine(run: Run) -> bool:
@@ -75,7 +103,10 @@ def record_calls(step: Step, planned: tuple[Planned, ...]) -> list[ToolCall]:
     step.calls = rows
     ready: list[ToolCall] = []
     for p, row in zip(planned, rows, strict=True):
-        events.emit(run, "tool.call", {"call_id": row.call_id, "name": row.name, "arguments": row.arguments})
+        data = {"call_id": row.call_id, "name": row.name, "arguments": row.arguments}
+        if is_mcp_name(row.name):
+            data["server"] = mcp_server_of(row.name)
+        events.emit(run, "tool.call", data)
         log.info("tool call %s %s: %s", row.name, row.call_id, p.kind)
         if p.kind == "refused":
             settle.complete_call(row, ToolResult.fail(p.refusal).as_dict(), run=run)
@@ -108,7 +139,7 @@ def execute(step: Step, rows: list[ToolCall]) -> bool:
     """Run the local tools among `rows` (outside any transaction), record their results, then
     admit the other calls and decide whether the run waits. True when it goes on to its next
     model turn."""
-    local = [r for r in rows if r.name in LOCAL_TOOLS]
+    local = [r for r in rows if is_local(r.name)]
     if local:
         if not Run.objects.filter(pk=step.run.pk, status=Run.Status.RUNNING).exists():
             raise Stopped  # cancelled (or timed out) meanwhile: act no further
@@ -122,7 +153,7 @@ def execute(step: Step, rows: list[ToolCall]) -> bool:
     with events.tree_tx(step.root_id, durable=True):
         if not still_mine(step.run):
             raise Stopped
-        return admit_and_wait(step, [r for r in rows if r.name not in LOCAL_TOOLS])
+        return admit_and_wait(step, [r for r in rows if not is_local(r.name)])
 
 
 def admit_and_wait(step: Step, rows: list[ToolCall]) -> bool:
@@ -192,6 +223,13 @@ def run_local_calls(step: Step, rows: list[ToolCall]) -> dict[int, ToolResult]:
     limit = policy.runtime.effective_max_tool_result_chars
 
     def one(row: ToolCall) -> ToolResult:
+        if row.name == TOOL_SEARCH:
+            return mcp_tools.tool_search(
+                step.mcp_offer(), row.arguments if isinstance(row.arguments, dict) else {}
+            )
+        if is_mcp_name(row.name):  # cut inside its untrusted-content wrapper, which stays whole
+            return mcp_tools.call(step.mcp, step.mcp_callable(), row.name, row.arguments,
+                                  tracker_key=run.tracker_key, limit=limit)  # fmt: skip
         result = run_local(row.name, ctx, row.arguments, tracker_key=run.tracker_key)
         return ToolResult(result.success, msg.truncate(result.output, limit), result.error)
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
-from policies_app.policy import needs_approval
+from policies_app.policy import is_mcp_name, mcp_server_of, needs_approval
 from policies_app.specs import RiskProfileSpec
 from runs_app.engine import messages as msg
 from runs_app.engine.providers import ToolCallRequest, Usage
-from runs_app.engine.tools.registry import DEDUP_EXEMPT, LOCAL_TOOLS
+from runs_app.engine.tools.registry import DEDUP_EXEMPT, is_local
 from runs_app.models import Run
 
 INVALID_COMPLETION = "model provider returned an invalid semantic completion."
@@ -90,6 +90,10 @@ class RunState:
     tools: frozenset[str]
     risk: RiskProfileSpec
     dedup_exempt: frozenset[str] = frozenset()
+    # MCP tools held for an operator by their annotations (policy.mcp_needs_approval).
+    gated: frozenset[str] = frozenset()
+    # The run's MCP servers that could not be listed, and the error a call to them gets.
+    mcp_down: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,12 +157,14 @@ def plan_calls(state: RunState, calls: tuple[ToolCallRequest, ...]) -> tuple[Pla
         if call.name not in exempt and key in seen:
             planned.append(Planned(i, call, "refused", msg.duplicate_call(call.name)))
         elif call.name not in state.tools and call.name not in SELF_CHECKING:
-            planned.append(Planned(i, call, "refused", f"Tool '{call.name}' is not available to this agent"))
-        elif needs_approval(state.risk, call.name):
+            down = dict(state.mcp_down).get(mcp_server_of(call.name)) if is_mcp_name(call.name) else None
+            refusal = down or f"Tool '{call.name}' is not available to this agent"
+            planned.append(Planned(i, call, "refused", refusal))
+        elif needs_approval(state.risk, call.name) or call.name in state.gated:
             planned.append(Planned(i, call, "approval"))
         elif call.name in ("spawn_subagent", "delegate", "sessions_yield"):
             planned.append(Planned(i, call, call.name))  # type: ignore[arg-type]
-        elif call.name in LOCAL_TOOLS:
+        elif is_local(call.name):
             planned.append(Planned(i, call, "local"))
         else:
             planned.append(Planned(i, call, "refused", f"Unknown tool '{call.name}'"))

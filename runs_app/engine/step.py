@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from policies_app.policy import TOOL_SEARCH
 from policies_app.tracker import (
     BudgetExhausted,
     cost_refusal,
@@ -61,10 +62,12 @@ from runs_app.engine.providers import (
     InvalidCompletion,
     ModelReply,
     ProviderError,
+    ToolSpec,
     cost_cents,
 )
 from runs_app.engine.settle import run_finish
-from runs_app.engine.tools.registry import LOCAL_TOOLS, tool_specs
+from runs_app.engine.tools import mcp_tools
+from runs_app.engine.tools.registry import is_local, tool_specs
 from runs_app.engine.transcript import Transcript, append, load
 from runs_app.models import Run
 
@@ -138,13 +141,37 @@ def current(run_id: Any, transcript: Transcript) -> Step | None:
 
 
 def state_of(step: Step) -> RunState:
+    mcp = step.mcp_callable()
+    search = [TOOL_SEARCH] if step.mcp_offer() and mcp_tools.tool_search_allowed(step.mcp) else []
     return RunState(
         kind=step.run.kind,
         agentic=step.run.agentic,
-        tools=frozenset(step.run.tools),
+        tools=frozenset(step.run.tools) | frozenset(mcp) | frozenset(search),
         risk=step.policy.risk,
         dedup_exempt=frozenset(step.policy.runtime.tool_call_dedup_exempt),
+        gated=mcp_tools.gated(mcp, step.policy.risk),
+        mcp_down=tuple(sorted(step.mcp_down.items())),
     )
+
+
+def offered_tools(step: Step) -> tuple[list[ToolSpec], list[ChatMessage]]:
+    """The tool schemas of the model call, and (deferred MCP tools) the system prompt's list
+    of what tool_search can load, sent with the call but not kept in the conversation."""
+    run = step.run
+    if not run.agentic:
+        return [], []
+    specs = tool_specs(run.tools)
+    offer = step.mcp_offer()
+    if not offer:
+        return specs, []
+    if not step.policy.mcp_deferred:
+        return specs + [o.spec for o in offer.values()], []
+    if not mcp_tools.tool_search_allowed(step.mcp):
+        return specs, []
+    active = step.mcp_callable()
+    deferred = {n: o for n, o in offer.items() if n not in active}
+    specs += [mcp_tools.TOOL_SEARCH_SPEC] + [o.spec for o in active.values()]
+    return specs, [ChatMessage("system", mcp_tools.deferred_prompt(deferred))] if deferred else []
 
 
 def limit_reached(step: Step) -> bool:
@@ -188,9 +215,10 @@ def take_turn(step: Step) -> Turn | None:
     provider's call is handed to the event loop instead (None: the answer will come back as a
     task, `continue_run`); an instant one (scripted) answers here."""
     run = step.run
+    tools, prompt = offered_tools(step)
     request = ChatRequest(
-        messages=list(step.transcript.messages),
-        tools=tool_specs(run.tools) if run.agentic else [],
+        messages=prompt + list(step.transcript.messages),
+        tools=tools,
         agent=run.agent,
         prompt=run.prompt,
         turn_index=run.turns,
@@ -307,7 +335,7 @@ def apply(step: Step, turn: Turn, decision: Decision) -> bool:
                 if isinstance(decision, Finish):
                     return not _finish(step, decision)
                 ready = record_calls(step, decision.calls)
-                if not any(r.name in LOCAL_TOOLS for r in ready):
+                if not any(is_local(r.name) for r in ready):
                     go_on, ready = admit_and_wait(step, ready), []
             elif isinstance(decision, Finish):
                 recorded = _finish_turn(step, turn, decision)
@@ -347,7 +375,7 @@ def _continue_turn(step: Step, turn: Turn, decision: Continue | Wait) -> tuple[b
     _turn_recorded(step, turn, cost)
     ready = record_calls(step, decision.calls)
     fields = _turn_fields(turn, cost)
-    if not any(r.name in LOCAL_TOOLS for r in ready):
+    if not any(is_local(r.name) for r in ready):
         admit(step, ready)
         blocked = blocked_by(step.calls)
         if blocked is None:

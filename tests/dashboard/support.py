@@ -98,6 +98,13 @@ enabled = false
 model_provider = "openai.remote"
 risk_profile = "team"
 enabled = false
+
+[[mcp.servers]]
+name = "sample"
+command = "/bin/true"
+
+[mcp_bundles.kit]
+servers = ["sample"]
 """
 
 ROLES = ("viewer", "operator", "admin")

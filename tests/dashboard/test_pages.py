@@ -56,10 +56,24 @@ def page_urls(runs: Runs) -> list[str]:
         "/delegation-map/?caller=alpha&target=gamma",
         "/config/",
         f"/config/revisions/{revision.pk}/",
+        "/mcp/",
+        "/mcp/state/",
+        "/mcp/servers/",
+        "/mcp/servers/new/",
+        "/mcp/servers/sample/",
+        "/mcp/bundles/",
+        "/mcp/bundles/new/",
+        "/mcp/bundles/kit/",
     ]
 
 
-ADMIN_ONLY_PAGES = ("/agents/beta/delete/", "/risk-profiles/solo/delete/", "/providers/openai.remote/delete/")
+ADMIN_ONLY_PAGES = (
+    "/agents/beta/delete/",
+    "/risk-profiles/solo/delete/",
+    "/providers/openai.remote/delete/",
+    "/mcp/servers/sample/delete/",
+    "/mcp/bundles/kit/delete/",
+)
 
 
 @pytest.mark.parametrize("role", ROLES)
