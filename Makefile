@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint typecheck pytest e2e distributed install bwrap demo clean screenshots model-server realmodel
+.PHONY: run test lint typecheck pytest e2e distributed install bwrap mcp-servers demo clean screenshots phoenix model-server realmodel
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,16 +21,54 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP) $(RUN_STAMP)
 
-install: $(STAMP) bwrap
+install: $(STAMP) bwrap mcp-servers
 
 # `shell` runs only inside bubblewrap (docs/tools.md); Debian's package, installed when missing.
 bwrap:
 	test -x /usr/bin/bwrap || (apt-get update && apt-get install -y bubblewrap)
 
-run: $(RUN_STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo
-	$(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
+# Arize Phoenix, the real OTLP receiver of tests/traces_app: about 140 packages with their own
+# pins (OpenTelemetry, protobuf, pydantic), so in a virtual environment of its own, outside the
+# repository; pip's cache makes a second install on this machine fast.
+PHOENIX_VERSION ?= 20.26.1
+PHOENIX_VENV ?= $(HOME)/.cache/clawboard/phoenix-venv
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-$(PHOENIX_VERSION)
+
+$(PHOENIX_STAMP):
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install -q "arize-phoenix==$(PHOENIX_VERSION)"
+	touch $(PHOENIX_STAMP)
+
+phoenix: $(PHOENIX_STAMP)
+
+# Real MCP servers for the tests (docs/tools.md#mcp-tools): the npm ones pinned by
+# mcp_servers/package-lock.json, the PyPI ones in a venv of their own. Kept outside the
+# repository, so a fresh clone on this machine finds them installed; redone only when the
+# pins change.
+MCP_SERVERS_DIR ?= $(HOME)/.cache/clawboard/mcp
+MCP_PYPI_SERVERS := mcp-server-time==2026.10.19 mcp-server-git==2026.10.19
+export MCP_SERVERS_DIR
+
+mcp-servers:
+	mkdir -p $(MCP_SERVERS_DIR)
+	cmp -s mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/package-lock.json \
+	  && test -d $(MCP_SERVERS_DIR)/node_modules/@modelcontextprotocol/server-filesystem \
+	  || (cp mcp_servers/package.json mcp_servers/package-lock.json $(MCP_SERVERS_DIR)/ \
+	      && npm ci --prefix $(MCP_SERVERS_DIR) --no-audit --no-fund --ignore-scripts)
+	test "$$(cat $(MCP_SERVERS_DIR)/venv/.pins 2>/dev/null)" = "$(MCP_PYPI_SERVERS)" \
+	  || ($(PYTHON) -m venv $(MCP_SERVERS_DIR)/venv \
+	      && $(MCP_SERVERS_DIR)/venv/bin/pip install -q $(MCP_PYPI_SERVERS) \
+	      && echo "$(MCP_PYPI_SERVERS)" > $(MCP_SERVERS_DIR)/venv/.pins)
+
+# DEBUG off unless asked for: `make run DEBUG=1` shows Django's debug pages (never by default).
+DEBUG ?=
+DJANGO_DEBUG_VALUE := $(if $(filter 1 true yes on,$(DEBUG)),true,false)
+
+# bwrap: the demo's `sysadmin` agent runs `shell`, which starts only inside bubblewrap.
+run: $(RUN_STAMP) bwrap
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py migrate --noinput
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py demo
+	DJANGO_DEBUG=$(DJANGO_DEBUG_VALUE) $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -40,15 +78,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) bwrap
+pytest: $(STAMP) bwrap phoenix mcp-servers
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/pytest
+	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest
 
 # Browser tests, in their own pytest process (pyproject's addopts leave tests/e2e out of `pytest`).
 # Debian's chromium only: never a browser downloaded by Playwright.
-e2e: $(STAMP)
+e2e: $(STAMP) phoenix
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
-	$(BIN)/pytest tests/e2e -p no:cacheprovider
+	CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider
 
 # Scale-out mode against the PostgreSQL and Redis on 127.0.0.1, with real worker and daphne
 # processes (its own pytest process: tests/distributed/pytest.ini). Skips with a reason when the
@@ -100,5 +138,5 @@ clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache
 
 # Refresh the operator guide's pictures (docs/screenshots) from a real browser run.
-screenshots: $(STAMP)
-	UPDATE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e -p no:cacheprovider
+screenshots: $(STAMP) phoenix
+	UPDATE_SCREENSHOTS=1 CLAWBOARD_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/pytest tests/e2e -p no:cacheprovider

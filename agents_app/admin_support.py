@@ -21,12 +21,15 @@ from django.http import HttpRequest
 
 from agents_app.config_io import ConfigParseError, ConfigShapeError, document_to_snapshot
 from agents_app.representation import entry_to_document_body, spec_types
-from agents_app.secrets import StoredSecret
+from agents_app.secrets import MASK, StoredSecret, secret_document_value
 from agents_app.selectors import config_snapshot_get
 from agents_app.services import ConfigValidationError, config_update
-from agents_app.snapshot import ConfigSnapshot
+from agents_app.snapshot import ConfigSnapshot, SecretValue
 from agents_app.validation import delete_agent_plan, validate_new_agent_alias, validate_snapshot
 from agents_app.web import without_null_character_check
+
+# Entries that are one table of their own rather than one of many keyed ones.
+SINGLETONS: tuple[str, ...] = ("delegate", "mcp")
 
 # (snapshot, old key or None, new key, spec or None for delete) -> snapshot
 Mutator = Callable[[ConfigSnapshot, str | None, str | None, Any], ConfigSnapshot]
@@ -60,14 +63,19 @@ def _instance_entry(section: str, obj: Any) -> dict[str, Any]:
         elif name == "api_key":  # the stored token (the form does not edit it)
             if value:
                 data[name] = StoredSecret(value)
+        elif section == "mcp_servers" and name in ("env", "headers"):
+            # A stored row ({"token"}/{"env"}/{}) is kept as it is; a string is a new value.
+            data[name] = {k: SecretValue(**v) if isinstance(v, dict) else v for k, v in (value or {}).items()}
         else:
             data[name] = value
     return data
 
 
 def _entry_prefix(section: str, obj: Any) -> str:
-    if section == "delegate":
-        return "delegate."
+    if section in SINGLETONS:
+        return f"{section}."
+    if section == "mcp_servers":
+        return f"mcp.servers.{obj.name}."
     if section == "providers":
         return f"providers.models.{obj.type}.{obj.alias}."
     return f"{section}.{obj.alias}."
@@ -77,8 +85,10 @@ def spec_from_instance(section: str, obj: Any) -> tuple[Any, list[Error]]:
     """(spec, []) for a well-formed instance, else (None, shape errors)."""
     body = entry_to_document_body(_instance_entry(section, obj), section)
     doc: dict[str, Any]
-    if section == "delegate":
-        doc = {"delegate": body}
+    if section in SINGLETONS:
+        doc = {section: body}
+    elif section == "mcp_servers":
+        doc = {"mcp": {"servers": [{"name": obj.name, **body}]}}
     elif section == "providers":
         doc = {"providers": {"models": {obj.type: {obj.alias: body}}}}
     else:
@@ -89,8 +99,8 @@ def spec_from_instance(section: str, obj: Any) -> tuple[Any, list[Error]]:
         return None, list(exc.errors)
     except ConfigParseError as exc:
         return None, [("", str(exc))]
-    if section == "delegate":
-        return snap.delegate, []
+    if section in SINGLETONS:
+        return getattr(snap, section), []
     return next(iter(getattr(snap, section).values())), []
 
 
@@ -125,7 +135,7 @@ class ConfigModelForm(forms.ModelForm):
                 self.add_error("alias", reserved)
                 return cleaned
         snap = config_snapshot_get()
-        if cls.section != "delegate" and new_key != old_key and new_key in getattr(snap, cls.section):
+        if cls.section not in SINGLETONS and new_key != old_key and new_key in getattr(snap, cls.section):
             return cleaned  # the model's own unique check reports it
         errors = validate_snapshot(cls.mutator(snap, old_key, new_key, spec))
         if errors:
@@ -178,7 +188,9 @@ class ConfigAdmin(admin.ModelAdmin):
             obj.pk = fresh.pk
 
     def _lookup(self, obj: Any) -> dict[str, Any]:
-        if not hasattr(obj, "alias"):  # the [delegate] singleton
+        if type(self).section == "mcp_servers":
+            return {"name": obj.name}
+        if not hasattr(obj, "alias"):  # the [delegate] and [mcp] singletons
             return {"pk": 1}
         return {"alias": obj.alias} if not hasattr(obj, "type") else {"type": obj.type, "alias": obj.alias}
 
@@ -217,3 +229,24 @@ class ConfigAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         self._delete(request, list(queryset))
+
+
+class SecretMapField(forms.JSONField):
+    """An MCP server's `env` or `headers` in the admin: a JSON object whose stored values show
+    as the mask (or `${VAR}` for a reference); sending the mask back keeps the stored value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            shown = {
+                k: secret_document_value(SecretValue(**v), "mask") if isinstance(v, dict) else v
+                for k, v in value.items()
+            }
+            return super().prepare_value(shown)
+        return super().prepare_value(value)
+
+
+def keep_masked_rows(value: Any, stored: dict[str, Any]) -> Any:
+    """The form's map with each masked value replaced by the stored row it stands for."""
+    if not isinstance(value, dict):
+        return value
+    return {k: stored[k] if v == MASK and k in stored else v for k, v in value.items()}

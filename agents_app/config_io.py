@@ -9,6 +9,14 @@ The document shape mirrors ZeroClaw's `config.toml`:
     [runtime_profiles.<alias>]
     [agents.<alias>]                         delegates = [{ agent, mode }]
     [agents.<alias>.workspace]               path
+    [mcp]                                    enabled, deferred_loading
+    [[mcp.servers]]                          name, transport, command, args, env, url, headers, …
+    [mcp_bundles.<alias>]                    servers, exclude
+
+MCP servers' `env` and `headers` values are secrets (agents_app.secrets): exported as the mask,
+or as `${VAR}` when the value is read from Clawboard's environment variable VAR. A launcher
+that downloads the server at start is resolved to the installed command when it is read
+(agents_app.mcp_launchers).
 
 Export writes every field Clawboard models (defaults included, so a file means the same
 thing whatever a later version's defaults are) except values that are absent: `null`
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
 import difflib
 import json
 import re
@@ -34,14 +43,32 @@ import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import tomlkit
 from tomlkit.items import Array, Item, String, StringType, Table, Trivia, Whitespace
 
-from agents_app import legacy
-from agents_app.secrets import MASK, ZEROCLAW_ENCRYPTED_PREFIXES, SecretInput, StoredSecret
-from agents_app.snapshot import FAMILY_DEFAULT_MODELS, AgentSpec, ConfigSnapshot, DelegateEntry, ProviderSpec
+from agents_app import legacy, mcp_launchers
+from agents_app.secrets import (
+    MASK,
+    ZEROCLAW_ENCRYPTED_PREFIXES,
+    SecretInput,
+    StoredSecret,
+    secret_document_value,
+    secret_from_document,
+)
+from agents_app.snapshot import (
+    FAMILY_DEFAULT_MODELS,
+    AgentSpec,
+    ConfigSnapshot,
+    DelegateEntry,
+    McpBundleSpec,
+    McpGlobals,
+    McpServerSpec,
+    ProviderSpec,
+    SecretValue,
+)
 from agents_app.validation import MAX_LIST_ENTRIES, list_cap_errors
 from agents_app.validation import quote as _q
 from policies_app.policy import ALL_TOOLS
@@ -57,19 +84,28 @@ MAX_NESTING_DEPTH = 20
 # Arrays that would make a `key = [...]` line longer than this are written one item per line.
 _MAX_INLINE_WIDTH = 100
 
-_SECTIONS: tuple[str, ...] = ("delegate", "providers", "risk_profiles", "runtime_profiles", "agents")
+_SECTIONS: tuple[str, ...] = (
+    "delegate",
+    "providers",
+    "risk_profiles",
+    "runtime_profiles",
+    "agents",
+    "mcp",
+    "mcp_bundles",
+)
 NOTHING_RECOGNISED = (
     "nothing in this file was recognised as Clawboard or ZeroClaw configuration; sections seen: {}"
 )
 # Tools of ZeroClaw (built-in, optional and external adapters) that Clawboard does not provide.
-# In an import they are left out of tool lists with a warning; so is any MCP tool
-# (`<server>__<tool>`). Any other unknown name stays an error (a typo must not weaken a list).
+# In an import they are left out of tool lists with a warning; so is an MCP tool
+# (`<server>__<tool>`) of a server the file does not configure. Any other unknown name stays an
+# error (a typo must not weaken a list).
 ZEROCLAW_ONLY_TOOLS: frozenset[str] = frozenset(
     {
         "file_edit", "glob_search", "content_search", "memory_forget", "web_fetch", "git_operations",
         "browser", "browser_open", "browser_delegate", "screenshot", "text_browser", "pushover",
         "weather", "web_search_tool", "web_search", "image_gen", "image_info", "email_read",
-        "email_search", "calculator", "tool_search", "http_request", "cron_add", "cron_list",
+        "email_search", "calculator", "http_request", "cron_add", "cron_list",
         "cron_remove", "cron_run", "cron_runs", "cron_update", "schedule", "composio", "delegate_coordination_status",
         "model_routing_config", "proxy_config", "sessions_list", "sessions_history", "sessions_send",
         "sessions_spawn", "hardware_board_info", "hardware_memory_map", "hardware_memory_read",
@@ -112,6 +148,9 @@ class ImportResult:
     # file does not mention; see agents_app.imports).
     sections_seen: tuple[str, ...] = ()
     has_delegate: bool = True
+    has_mcp: bool = True
+    # Warnings that only say how a value was read (a launcher resolved to its installed command).
+    notes: tuple[str, ...] = ()
 
 
 # --- field tables ---------------------------------------------------------------------------------
@@ -180,6 +219,10 @@ _RUNTIME_FIELDS: dict[str, str] = {
     "shell_max_memory_mb": _INT,
     "shell_max_file_size_mb": _INT,
     "shell_max_processes": _INT,
+    "mcp_max_cpu_secs": _INT,
+    "mcp_max_memory_mb": _INT,
+    "mcp_max_file_size_mb": _INT,
+    "mcp_max_processes": _INT,
 }
 
 _PROVIDER_FIELDS: dict[str, str] = {
@@ -203,7 +246,19 @@ _AGENT_FIELDS: dict[str, str] = {
     "delegate_same_risk_profile": _BOOL,
     "read_memory_from": _STR_LIST,
     "delegable": _BOOL,
+    "mcp_bundles": _STR_LIST,
 }
+
+_MCP_GLOBAL_FIELDS: dict[str, str] = {"enabled": _BOOL, "deferred_loading": _BOOL}
+_MCP_SERVER_FIELDS: dict[str, str] = {
+    "transport": _STR,
+    "command": _STR,
+    "args": _STR_LIST,
+    "url": _STR,
+    "tool_timeout_secs": _OPT_INT,
+}
+_MCP_SECRET_FIELDS: tuple[str, ...] = ("env", "headers")
+_MCP_BUNDLE_FIELDS: dict[str, str] = {"servers": _STR_LIST, "exclude": _STR_LIST}
 
 _KIND_TEXT: dict[str, str] = {
     _STR: "a string",
@@ -273,7 +328,12 @@ def document_to_snapshot(doc: Mapping[str, Any], *, zeroclaw: bool = False) -> I
     if reader.errors:
         raise ConfigShapeError(reader.errors)
     return ImportResult(
-        snapshot=snapshot, warnings=reader.warnings, sections_seen=seen, has_delegate="delegate" in doc
+        snapshot=snapshot,
+        warnings=reader.warnings,
+        sections_seen=seen,
+        has_delegate="delegate" in doc,
+        has_mcp="mcp" in doc,
+        notes=tuple(reader.notes),
     )
 
 
@@ -307,6 +367,7 @@ class _Reader:
         self.zeroclaw = zeroclaw
         self.errors: list[ShapeError] = []
         self.warnings: list[str] = []
+        self.notes: list[str] = []
 
     def error(self, path: str, message: str) -> None:
         self.errors.append((path, message))
@@ -378,8 +439,15 @@ class _Reader:
         runtimes: dict[str, RuntimeProfileSpec] = {}
         agents: dict[str, AgentSpec] = {}
         delegate = DelegateGlobals()
+        mcp = McpGlobals()
+        servers: dict[str, McpServerSpec] = {}
+        bundles: dict[str, McpBundleSpec] = {}
         for key, value in doc.items():
-            if key == "delegate":
+            if key == "mcp":
+                mcp, servers = self.mcp(value)
+            elif key == "mcp_bundles":
+                bundles = self.entries(key, value, self.mcp_bundle)
+            elif key == "delegate":
                 delegate = self.delegate_globals(value) or delegate
             elif key == "providers":
                 providers = self.providers(value)
@@ -391,13 +459,162 @@ class _Reader:
                 agents = self.entries(key, value, self.agent)
             else:
                 self.skip_key(key)
+        if self.zeroclaw:
+            risks = {a: self.drop_unconfigured_mcp_tools(spec, servers) for a, spec in risks.items()}
+            runtimes = {a: self.drop_unconfigured_mcp_tools(spec, servers) for a, spec in runtimes.items()}
         return ConfigSnapshot(
             providers=dict(sorted(providers.items())),
             risk_profiles=dict(sorted(risks.items())),
             runtime_profiles=dict(sorted(runtimes.items())),
             agents=dict(sorted(agents.items())),
             delegate=delegate,
+            mcp=mcp,
+            mcp_servers=servers,
+            mcp_bundles=dict(sorted(bundles.items())),
         )
+
+    # -- MCP --
+
+    def mcp(self, value: Any) -> tuple[McpGlobals, dict[str, McpServerSpec]]:
+        raw = self.table("mcp", value)
+        kwargs: dict[str, Any] = {}
+        servers: dict[str, McpServerSpec] = {}
+        for key in raw or {}:
+            if self.fields("mcp", raw or {}, _MCP_GLOBAL_FIELDS, kwargs, key):
+                continue
+            if key == "servers":
+                servers = self.mcp_servers((raw or {})[key])
+            else:
+                self.skip_field(f"mcp.{key}")
+        return McpGlobals(**kwargs), servers
+
+    def mcp_servers(self, value: Any) -> dict[str, McpServerSpec]:
+        servers: dict[str, McpServerSpec] = {}
+        if not isinstance(value, list | tuple):
+            self.error("mcp.servers", "mcp.servers must be a list of tables ([[mcp.servers]] entries)")
+            return servers
+        if len(value) > MAX_LIST_ENTRIES:
+            self.error(
+                "mcp.servers", f"mcp.servers has {len(value)} entries; at most {MAX_LIST_ENTRIES} are allowed"
+            )
+            return servers
+        first_index: dict[str, int] = {}
+        for i, item in enumerate(value):
+            spec = self.mcp_server(i, item)
+            if spec is None:
+                continue
+            if spec.name in first_index:
+                path = f"mcp.servers[{i}].name"
+                self.error(
+                    path,
+                    f"{path} = {_q(spec.name)} duplicates mcp.servers[{first_index[spec.name]}].name; "
+                    "MCP server names must be unique ignoring case",
+                )
+                continue
+            first_index[spec.name] = i
+            servers[spec.name] = spec
+        return servers
+
+    def mcp_server(self, i: int, value: Any) -> McpServerSpec | None:
+        raw = self.table(f"mcp.servers[{i}]", value)
+        if raw is None:
+            return None
+        name = raw.get("name")
+        if not isinstance(name, str) or not name.strip():
+            path = f"mcp.servers[{i}].name"
+            if name is None or isinstance(name, str):
+                self.error(path, f"{path} is empty; every MCP server needs a name")
+            else:
+                self.error(path, f"{path} must be a string")
+            return None
+        base = f"mcp.servers.{name}"
+        kwargs: dict[str, Any] = {}
+        for key in raw:
+            if key == "name" or self.fields(base, raw, _MCP_SERVER_FIELDS, kwargs, key):
+                continue
+            if key in _MCP_SECRET_FIELDS:
+                secrets = self.secret_table(f"{base}.{key}", raw[key])
+                if secrets is not None:
+                    kwargs[key] = secrets
+            else:
+                self.skip_field(f"{base}.{key}")
+        self.resolve_launcher(base, kwargs)
+        return McpServerSpec(name=name, **kwargs)
+
+    def secret_table(self, path: str, value: Any) -> dict[str, SecretValue] | None:
+        table = self.table(path, value)
+        if table is None:
+            return None
+        if len(table) > MAX_LIST_ENTRIES:
+            self.error(path, f"{path} has {len(table)} entries; at most {MAX_LIST_ENTRIES} are allowed")
+            return None
+        out: dict[str, SecretValue] = {}
+        for key, item in table.items():
+            where = f"{path}.{key}"
+            if isinstance(item, SecretValue):  # from a document rebuilt from a snapshot
+                out[str(key)] = item
+            elif not isinstance(item, str):
+                self.error(where, f"{where} must be a string")
+            elif item.startswith(ZEROCLAW_ENCRYPTED_PREFIXES):
+                self.warnings.append(
+                    f"{where} is encrypted with ZeroClaw's secret store and cannot be read; enter it "
+                    'again (the value itself, or "${VAR}" to read it from an environment variable)'
+                )
+                out[str(key)] = SecretValue()
+            else:
+                out[str(key)] = secret_from_document(item)
+        return out
+
+    def resolve_launcher(self, base: str, kwargs: dict[str, Any]) -> None:
+        """A launcher that downloads at start becomes the installed command, when there is one."""
+        if kwargs.get("transport", "stdio") != "stdio":
+            return
+        command = kwargs.get("command", "")
+        launcher = mcp_launchers.parse(command, kwargs.get("args", ()))
+        if launcher is None:
+            return
+        from django.conf import settings
+
+        found = mcp_launchers.resolve(launcher, Path(settings.MCP_SERVERS_DIR))
+        if found is None:
+            return  # the validator refuses it, saying how to install it
+        kwargs["command"] = found
+        kwargs["args"] = launcher.rest
+        note = (
+            f"{base}.command: {_q(launcher.text)} downloads the server when it starts; "
+            f"read as the installed {_q(found)}"
+        )
+        self.warnings.append(note)
+        self.notes.append(note)
+
+    def mcp_bundle(self, alias: str, value: Any) -> McpBundleSpec | None:
+        base = f"mcp_bundles.{alias}"
+        raw = self.table(base, value)
+        if raw is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        for key in raw:
+            if not self.fields(base, raw, _MCP_BUNDLE_FIELDS, kwargs, key):
+                self.skip_field(f"{base}.{key}")
+        return McpBundleSpec(alias=alias, **kwargs)
+
+    def drop_unconfigured_mcp_tools(self, spec: Any, servers: Mapping[str, McpServerSpec]) -> Any:
+        """Import only: `<server>__<tool>` names of servers the file does not configure leave the
+        tool lists, with a warning (a ZeroClaw file may name tools of servers it drops)."""
+        section = "risk_profiles" if isinstance(spec, RiskProfileSpec) else "runtime_profiles"
+        changes: dict[str, tuple[str, ...]] = {}
+        for name in _IMPORT_TOOL_LISTS[section]:
+            values: tuple[str, ...] = getattr(spec, name)
+            dropped = [
+                v for v in values if _is_mcp_tool(v.strip()) and mcp_server_of(v.strip()) not in servers
+            ]
+            if dropped:
+                changes[name] = tuple(v for v in values if v not in dropped)
+                self.warnings.append(
+                    f"{section}.{spec.alias}.{name}: left out {', '.join(_q(v) for v in dropped)} "
+                    "(tools of MCP servers this file does not configure)"
+                )
+        return dataclasses.replace(spec, **changes) if changes else spec
 
     def entries(self, section: str, value: Any, read_one: Callable[[str, Any], T | None]) -> dict[str, T]:
         out: dict[str, T] = {}
@@ -640,7 +857,16 @@ class _Reader:
 
 
 def _is_zeroclaw_only_tool(name: str) -> bool:
-    return name in ZEROCLAW_ONLY_TOOLS or ("__" in name.strip("_") and name != _LEGACY_DENY_ALL_SENTINEL)
+    return name in ZEROCLAW_ONLY_TOOLS
+
+
+def _is_mcp_tool(name: str) -> bool:
+    return "__" in name and name != _LEGACY_DENY_ALL_SENTINEL
+
+
+def mcp_server_of(tool: str) -> str:
+    """The server part of an MCP tool name `<server>__<tool>` (split at the first `__`)."""
+    return tool.partition("__")[0]
 
 
 def _plain(value: Any) -> Any:
@@ -715,10 +941,30 @@ def _agent_document(spec: AgentSpec) -> dict[str, Any]:
         "delegates": [{"agent": d.agent, "mode": d.mode} for d in spec.delegates],
         "read_memory_from": list(spec.read_memory_from),
         "delegable": spec.delegable,
+        "mcp_bundles": list(spec.mcp_bundles),
     }
     if spec.workspace:
         out["workspace"] = {"path": spec.workspace}
     return out
+
+
+def _mcp_server_document(spec: McpServerSpec, secrets: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": spec.name,
+        "transport": spec.transport,
+        "command": spec.command,
+        "args": list(spec.args),
+        "env": {k: secret_document_value(v, secrets) for k, v in spec.env.items()},
+        "url": spec.url,
+        "headers": {k: secret_document_value(v, secrets) for k, v in spec.headers.items()},
+    }
+    if spec.tool_timeout_secs is not None:
+        out["tool_timeout_secs"] = spec.tool_timeout_secs
+    return out
+
+
+def _mcp_bundle_document(spec: McpBundleSpec) -> dict[str, Any]:
+    return {"servers": list(spec.servers), "exclude": list(spec.exclude)}
 
 
 def snapshot_to_document(snapshot: ConfigSnapshot, *, secrets: str = "mask") -> dict[str, Any]:
@@ -740,6 +986,16 @@ def snapshot_to_document(snapshot: ConfigSnapshot, *, secrets: str = "mask") -> 
             a: _runtime_document(snapshot.runtime_profiles[a]) for a in sorted(snapshot.runtime_profiles)
         },
         "agents": {a: _agent_document(snapshot.agents[a]) for a in sorted(snapshot.agents)},
+        "mcp": {
+            "enabled": snapshot.mcp.enabled,
+            "deferred_loading": snapshot.mcp.deferred_loading,
+            "servers": [
+                _mcp_server_document(snapshot.mcp_servers[n], secrets) for n in sorted(snapshot.mcp_servers)
+            ],
+        },
+        "mcp_bundles": {
+            a: _mcp_bundle_document(snapshot.mcp_bundles[a]) for a in sorted(snapshot.mcp_bundles)
+        },
     }
 
 
@@ -857,6 +1113,21 @@ def export_toml(snapshot: ConfigSnapshot) -> str:
             for alias, entry in document[section].items():
                 section_table.add(alias, _table(entry))
             toml.add(section, section_table)
+    mcp = document["mcp"]
+    mcp_table = tomlkit.table()
+    mcp_table.add("enabled", mcp["enabled"])
+    mcp_table.add("deferred_loading", mcp["deferred_loading"])
+    if mcp["servers"]:
+        servers = tomlkit.aot()
+        for server in mcp["servers"]:
+            servers.append(_table(server, nested=False))
+        mcp_table.add("servers", servers)
+    toml.add("mcp", mcp_table)
+    if document["mcp_bundles"]:
+        bundles_table = _super_table()
+        for alias, entry in document["mcp_bundles"].items():
+            bundles_table.add(alias, _table(entry))
+        toml.add("mcp_bundles", bundles_table)
     return tomlkit.dumps(toml)
 
 
@@ -1015,6 +1286,12 @@ def _entries(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, An
     for section in ("risk_profiles", "runtime_profiles", "agents"):
         for alias, entry in document[section].items():
             yield f"{section}.{alias}", entry
+    mcp = document["mcp"]
+    yield "mcp", {"enabled": mcp["enabled"], "deferred_loading": mcp["deferred_loading"]}
+    for server in mcp["servers"]:
+        yield f"mcp.servers.{server['name']}", server
+    for alias, entry in document["mcp_bundles"].items():
+        yield f"mcp_bundles.{alias}", entry
 
 
 def summarize_diff(old: ConfigSnapshot, new: ConfigSnapshot) -> list[str]:

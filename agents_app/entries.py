@@ -1,4 +1,5 @@
-"""Create, change and delete ONE configuration entry (agent, profile, provider).
+"""Create, change and delete ONE configuration entry (agent, profile, provider, MCP server or
+bundle), and the `[mcp]` switches.
 
 REST and the dashboard both come here. The body is the JSON form of the entry
 (`representation.entry_to_json`); it is applied to the current configuration as a document
@@ -20,12 +21,19 @@ from agents_app.config_io import (
     snapshot_to_document,
 )
 from agents_app.representation import entry_to_document_body, entry_to_json
+from agents_app.secrets import MASK
 from agents_app.services import ConfigValidationError, config_update
-from agents_app.snapshot import ALIAS_RE, ConfigSnapshot
+from agents_app.snapshot import ALIAS_RE, ConfigSnapshot, McpGlobals, McpServerSpec
 from agents_app.validation import (
     delete_agent,
     delete_agent_plan,
+    delete_mcp_bundle,
+    delete_mcp_bundle_plan,
+    delete_mcp_server,
+    delete_mcp_server_plan,
     rename_agent,
+    rename_mcp_bundle,
+    rename_mcp_server,
     validate_new_agent_alias,
     validate_snapshot,
 )
@@ -36,6 +44,8 @@ KIND_LABEL = {
     "risk_profiles": "risk profile",
     "runtime_profiles": "runtime profile",
     "providers": "model provider",
+    "mcp_servers": "MCP server",
+    "mcp_bundles": "MCP bundle",
 }
 # config_io words an unmodeled key as a warning (a ZeroClaw file imports as it is); through
 # CRUD the body is Clawboard's own shape, so an unknown field there is a mistake.
@@ -48,6 +58,12 @@ class EntryNotFound(Exception):
 
 
 def doc_set(doc: dict[str, Any], kind: str, key: str, body: dict[str, Any] | None) -> None:
+    if kind == "mcp_servers":
+        servers = [s for s in doc.setdefault("mcp", {}).get("servers", []) if s.get("name") != key]
+        if body is not None:
+            servers.append({"name": key, **body})
+        doc["mcp"]["servers"] = servers
+        return
     if kind == "providers":
         ptype, _, alias = key.partition(".")
         models = doc.setdefault("providers", {}).setdefault("models", {})
@@ -83,7 +99,8 @@ def rebuild(doc: dict[str, Any]) -> ConfigSnapshot:
         raise ConfigValidationError(list(exc.errors)) from exc
     except ConfigParseError as exc:
         raise ConfigValidationError([("", str(exc))]) from exc
-    errors = _unknown_field_errors(result.warnings) + validate_snapshot(result.snapshot)
+    warnings = [w for w in result.warnings if w not in result.notes]
+    errors = _unknown_field_errors(warnings) + validate_snapshot(result.snapshot)
     if errors:
         raise ConfigValidationError(errors)
     return result.snapshot
@@ -101,8 +118,15 @@ def merge_patch(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any
 
 
 def key_from_body(kind: str, body: dict[str, Any]) -> tuple[str, list[Error]]:
-    alias = body.get("alias")
     errors: list[Error] = []
+    if kind == "mcp_servers":
+        # The name's own rules come from the validator, with the paths of the configuration.
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            errors.append(("name", "name must be a non-empty string such as filesystem"))
+            name = ""
+        return name, errors
+    alias = body.get("alias")
     if not isinstance(alias, str) or not ALIAS_RE.match(alias):
         errors.append(("alias", "alias must match [a-z0-9][a-z0-9_-]{0,63}"))
         alias = ""
@@ -137,6 +161,8 @@ def create_key(kind: str, body: dict[str, Any]) -> str:
 def update_key(kind: str, key: str, body: dict[str, Any]) -> str:
     """The key after an update: the body's alias (and type), or the current ones."""
     probe: dict[str, Any] = {"alias": body.get("alias", key)}
+    if kind == "mcp_servers":
+        probe = {"name": body.get("name", key)}
     if kind == "providers":
         ptype, _, alias = key.partition(".")
         probe = {"alias": body.get("alias", alias), "type": body.get("type", ptype)}
@@ -171,8 +197,16 @@ def plan_update(
             # Renaming rewrites every reference (SPEC §2.5), the agent's own ones included.
             snap = rename_agent(snap, key, new_key)
             current = entry_to_json(snap.agents[new_key])
+        elif kind == "mcp_servers":
+            snap = rename_mcp_server(snap, key, new_key)
+        elif kind == "mcp_bundles":
+            snap = rename_mcp_bundle(snap, key, new_key)
     merged = merge_patch(current, body) if partial else dict(body)
-    merged["alias"] = new_key.partition(".")[2] if kind == "providers" else new_key
+    if kind == "mcp_servers":
+        merged["name"] = new_key
+        _keep_masked(merged, getattr(snap, kind).get(new_key) or _get(snap, kind, key))
+    else:
+        merged["alias"] = new_key.partition(".")[2] if kind == "providers" else new_key
     if kind == "providers":
         merged["type"] = new_key.partition(".")[0]
     doc = snapshot_to_document(snap, secrets="keep")
@@ -181,11 +215,26 @@ def plan_update(
     return new_key, rebuild(doc)
 
 
+def _keep_masked(body: dict[str, Any], stored: McpServerSpec) -> None:
+    """A masked `env`/`headers` value keeps the stored one, whatever the server is now called."""
+    for field in ("env", "headers"):
+        values = body.get(field)
+        if not isinstance(values, dict):
+            continue
+        kept = getattr(stored, field)
+        body[field] = {k: kept[k] if v == MASK and k in kept else v for k, v in values.items()}
+
+
 def plan_delete(snap: ConfigSnapshot, *, kind: str, key: str) -> tuple[list[str], ConfigSnapshot]:
-    """What deleting this entry does (agents: the references scrubbed from other agents)."""
+    """What deleting this entry does (agents: the references scrubbed from other agents; MCP
+    servers and bundles: from bundles and agents)."""
     _get(snap, kind, key)
     if kind == "agents":
         return delete_agent_plan(snap, key), delete_agent(snap, key)
+    if kind == "mcp_servers":
+        return [f"remove mcp.servers.{key}", *delete_mcp_server_plan(snap, key)], delete_mcp_server(snap, key)
+    if kind == "mcp_bundles":
+        return [f"remove mcp_bundles.{key}", *delete_mcp_bundle_plan(snap, key)], delete_mcp_bundle(snap, key)
     remaining = {k: v for k, v in getattr(snap, kind).items() if k != key}
     return [f"remove {kind}.{key}"], dataclasses.replace(snap, **{kind: remaining})  # type: ignore[arg-type]
 
@@ -225,3 +274,23 @@ def delete_dry_run(snap: ConfigSnapshot, *, kind: str, key: str) -> dict[str, An
     plan, new = plan_delete(snap, kind=kind, key=key)
     errors = [{"field": f, "message": m} for f, m in validate_snapshot(new)]
     return {"dry_run": True, "plan": plan, "errors": errors}
+
+
+def _mcp_settings_plan(snap: ConfigSnapshot, body: dict[str, Any], *, partial: bool) -> ConfigSnapshot:
+    current = {"enabled": snap.mcp.enabled, "deferred_loading": snap.mcp.deferred_loading}
+    merged = {**current, **body} if partial else dict(body)
+    doc = snapshot_to_document(snap, secrets="keep")
+    doc["mcp"] = {**merged, "servers": doc["mcp"]["servers"]}
+    return rebuild(doc)
+
+
+def mcp_settings_update(*, body: dict[str, Any], user: Any = None, partial: bool = False) -> McpGlobals:
+    """The `[mcp]` switches (`enabled`, `deferred_loading`), saved with a revision."""
+    if "servers" in body:
+        raise ConfigValidationError(
+            [("mcp.servers", "mcp.servers is edited one server at a time (/api/v1/mcp/servers/)")]
+        )
+    new, _ = config_update(
+        mutate=lambda snap: _mcp_settings_plan(snap, body, partial=partial), user=user, summary="update mcp"
+    )
+    return new.mcp

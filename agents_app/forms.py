@@ -7,10 +7,14 @@ from typing import Any
 
 from django import forms
 
-from agents_app.snapshot import ConfigSnapshot
+from agents_app.snapshot import ALIAS_RE, MCP_TRANSPORTS, ConfigSnapshot
 from agents_app.web import lines, without_null_character_check
 
 MODES = [("bounded", "bounded"), ("independent", "independent")]
+ALIAS_IN_WORDS = (
+    '"{alias}" cannot be an alias: use 1 to 64 lowercase letters, digits, "-" or "_", '
+    "starting with a letter or a digit."
+)
 
 
 class AgentForm(forms.Form):
@@ -26,6 +30,13 @@ class AgentForm(forms.Form):
     )
     workspace = forms.CharField(required=False, help_text="empty = <DATA_DIR>/agents/<alias>/workspace")
     delegable = forms.BooleanField(required=False, initial=True)
+    mcp_bundles = forms.MultipleChoiceField(
+        choices=[],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="MCP bundles",
+        help_text="no bundle = no MCP server",
+    )
 
     def __init__(self, *args: Any, snapshot: ConfigSnapshot, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -39,6 +50,11 @@ class AgentForm(forms.Form):
             [("", "(runtime defaults)")] + self._refs("runtime_profile", snapshot.runtime_profiles),
         )
         self._choices("read_memory_from", [(a, a) for a in snapshot.agents])
+        wanted = list(self.initial.get("mcp_bundles") or []) + (
+            self.data.getlist("mcp_bundles") if self.data else []  # type: ignore[attr-defined]
+        )
+        bundles = list(snapshot.mcp_bundles) + [b for b in wanted if b not in snapshot.mcp_bundles]
+        self._choices("mcp_bundles", [(b, b) for b in dict.fromkeys(bundles)])
         self.fields["model_provider"].required = False
         without_null_character_check(self)
 
@@ -53,6 +69,13 @@ class AgentForm(forms.Form):
         field = self.fields[name]
         assert isinstance(field, forms.ChoiceField)
         field.choices = choices
+
+    def clean_alias(self) -> str:
+        """The alias rule in plain words (the API gives the pattern itself)."""
+        alias: str = self.cleaned_data["alias"].strip()
+        if not ALIAS_RE.fullmatch(alias):
+            raise forms.ValidationError(ALIAS_IN_WORDS.format(alias=alias))
+        return alias
 
     def delegates(self) -> list[dict[str, str]]:
         data: Any = self.data
@@ -79,6 +102,7 @@ class AgentForm(forms.Form):
             "read_memory_from": list(d["read_memory_from"]),
             "workspace": d["workspace"].strip(),
             "delegable": d["delegable"],
+            "mcp_bundles": list(d["mcp_bundles"]),
         }
 
 
@@ -161,3 +185,95 @@ def provider_initial(entry: dict[str, Any]) -> dict[str, Any]:
     initial["fallback"] = "\n".join(entry.get("fallback", []))
     initial["script"] = json.dumps(entry.get("script", []), indent=2) if entry.get("script") else ""
     return initial
+
+
+def _pairs(text: str, separator: str, field: str) -> dict[str, str]:
+    """`KEY<separator>value`, one per line, as a map; a line without the separator is an error."""
+    out: dict[str, str] = {}
+    for i, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        key, found, value = line.partition(separator)
+        if not found:
+            raise forms.ValidationError(f"{field} line {i} must be NAME{separator}value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class McpServerForm(forms.Form):
+    name = forms.CharField(max_length=64, help_text="tools appear as <name>__<tool>")
+    transport = forms.ChoiceField(choices=[(t, t) for t in MCP_TRANSPORTS], initial="stdio")
+    command = forms.CharField(required=False, help_text="stdio: an installed command (npx/uvx are resolved)")
+    args = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text="one per line")
+    env = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        strip=False,
+        help_text="NAME=value per line; ******** keeps the stored value, ${VAR} reads Clawboard's VAR",
+    )
+    url = forms.CharField(required=False, label="URL", help_text="http and sse: http(s)://…")
+    headers = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        strip=False,
+        help_text="Name: value per line; ******** keeps the stored value, ${VAR} reads Clawboard's VAR",
+    )
+    tool_timeout_secs = forms.IntegerField(required=False, help_text="1..600; empty = 180")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_null_character_check(self)
+
+    def clean_env(self) -> dict[str, str]:
+        return _pairs(self.cleaned_data.get("env", ""), "=", "env")
+
+    def clean_headers(self) -> dict[str, str]:
+        return _pairs(self.cleaned_data.get("headers", ""), ":", "headers")
+
+    def to_body(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return {
+            "name": d["name"].strip(),
+            "transport": d["transport"],
+            "command": d["command"].strip(),
+            "args": [line.strip() for line in (d["args"] or "").splitlines() if line.strip()],
+            "env": d["env"],
+            "url": d["url"].strip(),
+            "headers": d["headers"],
+            "tool_timeout_secs": d["tool_timeout_secs"],
+        }
+
+
+def mcp_server_initial(entry: dict[str, Any]) -> dict[str, Any]:
+    initial = dict(entry)
+    initial["args"] = "\n".join(entry.get("args", []))
+    initial["env"] = "\n".join(f"{k}={v}" for k, v in entry.get("env", {}).items())
+    initial["headers"] = "\n".join(f"{k}: {v}" for k, v in entry.get("headers", {}).items())
+    return initial
+
+
+class McpBundleForm(forms.Form):
+    alias = forms.CharField(max_length=64)
+    servers = forms.MultipleChoiceField(choices=[], required=False, widget=forms.CheckboxSelectMultiple)
+    exclude = forms.MultipleChoiceField(
+        choices=[], required=False, widget=forms.CheckboxSelectMultiple, help_text="deny wins across bundles"
+    )
+
+    def __init__(self, *args: Any, snapshot: ConfigSnapshot, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("servers", "exclude"):
+            # Names that are not (or no longer) configured stay visible, so the validator can say so.
+            current = list(self.initial.get(name) or []) + (self.data.getlist(name) if self.data else [])  # type: ignore[attr-defined]
+            values = list(snapshot.mcp_servers) + [v for v in current if v not in snapshot.mcp_servers]
+            field = self.fields[name]
+            assert isinstance(field, forms.MultipleChoiceField)
+            field.choices = [(v, v) for v in dict.fromkeys(values)]
+        without_null_character_check(self)
+
+    def to_body(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return {"alias": d["alias"].strip(), "servers": list(d["servers"]), "exclude": list(d["exclude"])}
+
+
+def mcp_bundle_initial(entry: dict[str, Any]) -> dict[str, Any]:
+    return dict(entry)

@@ -3,7 +3,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agents_app.snapshot import AgentSpec, DelegateEntry, ProviderSpec
+from agents_app.snapshot import (
+    MCP_TRANSPORTS,
+    AgentSpec,
+    DelegateEntry,
+    McpBundleSpec,
+    McpGlobals,
+    McpServerSpec,
+    ProviderSpec,
+    SecretValue,
+)
 
 
 class ModelProvider(models.Model):
@@ -66,6 +75,8 @@ class Agent(models.Model):
     read_memory_from = models.JSONField(default=list, blank=True)
     workspace = models.CharField(max_length=500, blank=True, default="")
     delegable = models.BooleanField(default=True)
+    # Aliases of `[mcp_bundles.<alias>]`: the MCP servers this agent may use (none when empty).
+    mcp_bundles = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["alias"]
@@ -92,7 +103,85 @@ class Agent(models.Model):
             read_memory_from=tuple(self.read_memory_from),
             workspace=self.workspace,
             delegable=self.delegable,
+            mcp_bundles=tuple(self.mcp_bundles),
         )
+
+
+def _secret_values(data: dict[str, dict[str, str]]) -> dict[str, SecretValue]:
+    return {
+        key: SecretValue(token=value.get("token", ""), env=value.get("env", ""))
+        for key, value in data.items()
+    }
+
+
+class McpSettings(models.Model):
+    """The global `[mcp]` section: a single row (pk=1)."""
+
+    enabled = models.BooleanField(default=True)
+    deferred_loading = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = "MCP settings"
+        verbose_name_plural = "MCP settings"
+
+    def __str__(self) -> str:
+        return "[mcp]"
+
+    def to_spec(self) -> McpGlobals:
+        return McpGlobals(enabled=self.enabled, deferred_loading=self.deferred_loading)
+
+
+class McpServer(models.Model):
+    """One `[[mcp.servers]]` entry. `env` and `headers` map a name to {"token": <Fernet token>}
+    (a value kept in Clawboard, agents_app.secrets) or {"env": <variable name>}."""
+
+    name = models.CharField(max_length=64, unique=True)
+    transport = models.CharField(
+        max_length=8, choices=[(t, t) for t in MCP_TRANSPORTS], default=MCP_TRANSPORTS[0]
+    )
+    command = models.CharField(max_length=1000, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    url = models.CharField(max_length=2000, blank=True, default="")
+    headers = models.JSONField(default=dict, blank=True)
+    tool_timeout_secs = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_spec(self) -> McpServerSpec:
+        return McpServerSpec(
+            name=self.name,
+            transport=self.transport,
+            command=self.command,
+            args=tuple(self.args),
+            env=_secret_values(self.env),
+            url=self.url,
+            headers=_secret_values(self.headers),
+            tool_timeout_secs=self.tool_timeout_secs,
+        )
+
+
+class McpBundle(models.Model):
+    """One `[mcp_bundles.<alias>]`: a grant of MCP servers that agents reference."""
+
+    alias = models.CharField(max_length=64, unique=True)
+    servers = models.JSONField(default=list, blank=True)
+    exclude = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["alias"]
+        verbose_name = "MCP bundle"
+
+    def __str__(self) -> str:
+        return self.alias
+
+    def to_spec(self) -> McpBundleSpec:
+        return McpBundleSpec(alias=self.alias, servers=tuple(self.servers), exclude=tuple(self.exclude))
 
 
 class ConfigRevision(models.Model):

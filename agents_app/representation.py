@@ -9,11 +9,27 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agents_app.secrets import MASK
-from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
+from agents_app.secrets import MASK, secret_document_value
+from agents_app.snapshot import (
+    AgentSpec,
+    ConfigSnapshot,
+    McpBundleSpec,
+    McpGlobals,
+    McpServerSpec,
+    ProviderSpec,
+)
 from policies_app.specs import DelegateGlobals, RiskProfileSpec, RuntimeProfileSpec
 
-KINDS: tuple[str, ...] = ("agents", "risk_profiles", "runtime_profiles", "providers")
+KINDS: tuple[str, ...] = (
+    "agents",
+    "risk_profiles",
+    "runtime_profiles",
+    "providers",
+    "mcp_servers",
+    "mcp_bundles",
+)
+# Shown, never taken back: the `env`/`headers` names whose value must be entered again.
+READ_ONLY_KEYS: tuple[str, ...] = ("missing_secrets",)
 
 
 def _plain(value: Any) -> Any:
@@ -24,7 +40,30 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def mcp_server_to_json(spec: McpServerSpec) -> dict[str, Any]:
+    """A server as REST and the dashboard show it: each `env`/`headers` value as the mask, or
+    `${VAR}` for a value read from Clawboard's environment."""
+    return {
+        "name": spec.name,
+        "transport": spec.transport,
+        "command": spec.command,
+        "args": list(spec.args),
+        "env": {k: secret_document_value(v, "mask") for k, v in spec.env.items()},
+        "url": spec.url,
+        "headers": {k: secret_document_value(v, "mask") for k, v in spec.headers.items()},
+        "tool_timeout_secs": spec.tool_timeout_secs,
+        "missing_secrets": [
+            f"{field}.{k}"
+            for field in ("env", "headers")
+            for k, v in getattr(spec, field).items()
+            if v.missing
+        ],
+    }
+
+
 def entry_to_json(spec: Any) -> dict[str, Any]:
+    if isinstance(spec, McpServerSpec):
+        return mcp_server_to_json(spec)
     data = {f.name: _plain(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
     if isinstance(spec, RiskProfileSpec):
         data["delegation_policy"] = {"mode": data.pop("delegation_mode")}
@@ -48,6 +87,12 @@ def entry_to_document_body(data: dict[str, Any], kind: str) -> dict[str, Any]:
     body.pop("alias", None)
     if kind == "providers":
         body.pop("type", None)
+    if kind == "mcp_servers":
+        body.pop("name", None)
+        for key in READ_ONLY_KEYS:
+            body.pop(key, None)
+        if body.get("tool_timeout_secs") is None:
+            body.pop("tool_timeout_secs", None)
     return body
 
 
@@ -58,4 +103,7 @@ def spec_types() -> dict[str, type]:
         "runtime_profiles": RuntimeProfileSpec,
         "providers": ProviderSpec,
         "delegate": DelegateGlobals,
+        "mcp_servers": McpServerSpec,
+        "mcp_bundles": McpBundleSpec,
+        "mcp": McpGlobals,
     }

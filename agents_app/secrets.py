@@ -1,10 +1,17 @@
-"""Provider API keys kept in Clawboard: encrypted at rest (Fernet), never shown.
+"""Provider API keys and MCP servers' `env`/`headers` values kept in Clawboard: encrypted at
+rest (Fernet), never shown.
 
 A snapshot holds a provider's `api_key` as its Fernet token. A document (TOML, REST, the
 dashboard form) carries the key itself, the mask `********` (= keep the stored key), or
 nothing; `resolve_secrets` turns those into tokens against the current configuration before
 anything is validated or saved. Exports and REST answers show the mask. The key is decrypted
 only where a provider is built (`provider_api_key`).
+
+An MCP server's `env` and `headers` values work the same way, one `SecretValue` per name: a
+document carries the value itself, the mask (keep the stored value), or `${VAR}`, which is kept
+as a reference to Clawboard's environment variable VAR (read when the server starts, never
+stored). A ZeroClaw `enc2:` value cannot be read; it is kept as a value to enter again
+(`SecretValue.missing`). `mcp_secret_plain` is the one place such a value is read.
 
 The encryption keys come from `CLAWBOARD_ENCRYPTION_KEY` (comma-separated Fernet keys, the
 first encrypts, all decrypt, so a key can be rotated without downtime). Without it, the
@@ -17,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from agents_app.snapshot import ConfigSnapshot, ProviderSpec
+from agents_app.snapshot import ConfigSnapshot, McpServerSpec, ProviderSpec, SecretValue
 
 Error = tuple[str, str]
 log = logging.getLogger(__name__)
@@ -45,6 +53,26 @@ class StoredSecret(str):
 
 class SecretsUnavailable(Exception):
     pass
+
+
+# `${VAR}`, the whole value: a reference to an environment variable of Clawboard's process.
+ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def secret_from_document(text: str) -> SecretValue:
+    """One `env`/`headers` value as a document gives it (not yet resolved: see resolve_secrets)."""
+    found = ENV_REFERENCE.match(text)
+    if found:
+        return SecretValue(env=found.group(1))
+    return SecretValue(token=SecretInput(text))
+
+
+def secret_document_value(value: SecretValue, secrets: str) -> SecretValue | str:
+    """What a document shows of a stored value: `${VAR}` for a reference, else the mask (or,
+    for a document read back in this process, the value itself with `secrets="keep"`)."""
+    if secrets == "keep":
+        return value
+    return f"${{{value.env}}}" if value.env else MASK
 
 
 _lock = threading.Lock()
@@ -154,9 +182,83 @@ def resolve_secrets(new: ConfigSnapshot, old: ConfigSnapshot) -> tuple[ConfigSna
             if providers is None:
                 providers = dict(new.providers)
             providers[ref] = dataclasses.replace(spec, api_key=token)
-    if providers is None:
+    servers, mcp_errors = _resolve_mcp_secrets(new, old)
+    errors += mcp_errors
+    changes: dict[str, object] = {}
+    if providers is not None:
+        changes["providers"] = providers
+    if servers is not None:
+        changes["mcp_servers"] = servers
+    if not changes:
         return new, errors
-    return dataclasses.replace(new, providers=providers), errors
+    return dataclasses.replace(new, **changes), errors  # type: ignore[arg-type]
+
+
+def _resolve_one(
+    path: str, value: str, stored: SecretValue | None
+) -> tuple[SecretValue | None, Error | None]:
+    from agents_app.validation import control_character_error
+
+    if value == MASK:
+        if stored is not None:
+            return stored, None
+        return None, (
+            path,
+            f'{path} = "{MASK}" stands for the stored value, but none is stored for it; give the '
+            'value itself, or "${VAR}" to read it from an environment variable',
+        )
+    if len(value) > MAX_KEY_CHARS:
+        return None, (path, f"{path} is longer than {MAX_KEY_CHARS} characters")
+    if (err := control_character_error(path, value)) is not None:
+        return None, err
+    if stored is not None and stored.token and _same_key(stored.token, value):
+        return stored, None  # the same value again: no new token, so no change and no revision
+    try:
+        return SecretValue(token=encrypt(value)), None
+    except SecretsUnavailable as exc:
+        return None, (path, f"{path} cannot be stored: {exc}")
+
+
+def _resolve_mcp_secrets(
+    new: ConfigSnapshot, old: ConfigSnapshot
+) -> tuple[dict[str, McpServerSpec] | None, list[Error]]:
+    errors: list[Error] = []
+    servers: dict[str, McpServerSpec] | None = None
+    for name, spec in new.mcp_servers.items():
+        previous = old.mcp_servers.get(name)
+        changes: dict[str, dict[str, SecretValue]] = {}
+        for field_name in ("env", "headers"):
+            values: dict[str, SecretValue] = getattr(spec, field_name)
+            if not any(isinstance(v.token, SecretInput) for v in values.values()):
+                continue
+            stored_values: dict[str, SecretValue] = getattr(previous, field_name) if previous else {}
+            resolved: dict[str, SecretValue] = {}
+            for key, value in values.items():
+                if not isinstance(value.token, SecretInput):
+                    resolved[key] = value
+                    continue
+                path = f"mcp.servers.{name}.{field_name}.{key}"
+                got, err = _resolve_one(path, str(value.token), stored_values.get(key))
+                if err is not None:
+                    errors.append(err)
+                elif got is not None:
+                    resolved[key] = got
+            changes[field_name] = resolved
+        if changes:
+            if servers is None:
+                servers = dict(new.mcp_servers)
+            servers[name] = dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
+    return servers, errors
+
+
+def mcp_secret_plain(value: SecretValue) -> str | None:
+    """The plain value an MCP server is given: the environment variable's value (None when it
+    is not set), the decrypted stored value, or None for a value still to enter again."""
+    if value.env:
+        return os.environ.get(value.env)
+    if value.token and not isinstance(value.token, SecretInput):
+        return decrypt(value.token)
+    return None
 
 
 def provider_api_key(spec: ProviderSpec) -> str:

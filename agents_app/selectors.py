@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_app.models import Agent, ConfigRevision, ModelProvider
-from agents_app.snapshot import ConfigSnapshot
+from agents_app.models import Agent, ConfigRevision, McpBundle, McpServer, McpSettings, ModelProvider
+from agents_app.snapshot import ConfigSnapshot, McpGlobals
 from policies_app.models import DelegateSettings, RiskProfile, RuntimeProfile
 from policies_app.specs import DelegateGlobals
 
@@ -38,12 +38,16 @@ def config_snapshot_forget() -> None:
 def config_snapshot_read() -> ConfigSnapshot:
     """The configuration rows as they are now."""
     settings_row = DelegateSettings.objects.filter(pk=1).first()
+    mcp_row = McpSettings.objects.filter(pk=1).first()
     return ConfigSnapshot(
         providers={p.ref: p.to_spec() for p in ModelProvider.objects.order_by("type", "alias")},
         risk_profiles={r.alias: r.to_spec() for r in RiskProfile.objects.order_by("alias")},
         runtime_profiles={r.alias: r.to_spec() for r in RuntimeProfile.objects.order_by("alias")},
         agents={a.alias: a.to_spec() for a in Agent.objects.order_by("alias")},
         delegate=settings_row.to_spec() if settings_row else DelegateGlobals(),
+        mcp=mcp_row.to_spec() if mcp_row else McpGlobals(),
+        mcp_servers={s.name: s.to_spec() for s in McpServer.objects.order_by("name")},
+        mcp_bundles={b.alias: b.to_spec() for b in McpBundle.objects.order_by("alias")},
     )
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from django.db import connection, transaction
 
 from agents_app.config_io import MAX_DOCUMENT_BYTES, diff_texts, export_toml, summarize_diff
-from agents_app.models import Agent, ConfigRevision, ModelProvider
+from agents_app.models import Agent, ConfigRevision, McpBundle, McpServer, McpSettings, ModelProvider
 from agents_app.secrets import resolve_secrets
 from agents_app.selectors import config_snapshot_read
-from agents_app.snapshot import AgentSpec, ConfigSnapshot, ProviderSpec
+from agents_app.snapshot import AgentSpec, ConfigSnapshot, McpServerSpec, ProviderSpec, SecretValue
 from agents_app.validation import validate_snapshot
 from policies_app.models import DelegateSettings, RiskProfile, RuntimeProfile
 
@@ -47,6 +47,39 @@ def _provider_fields(spec: ProviderSpec) -> dict[str, Any]:
     return _spec_fields(spec, skip=("type", "alias"))
 
 
+def _secret_rows(values: dict[str, SecretValue]) -> dict[str, dict[str, str]]:
+    """As McpServer keeps them: {"token": …} or {"env": …}; {} for a value to enter again."""
+    rows: dict[str, dict[str, str]] = {}
+    for key, value in values.items():
+        if value.token:
+            rows[key] = {"token": str(value.token)}
+        elif value.env:
+            rows[key] = {"env": value.env}
+        else:
+            rows[key] = {}
+    return rows
+
+
+def _mcp_server_fields(spec: McpServerSpec) -> dict[str, Any]:
+    data = _spec_fields(spec, skip=("name", "env", "headers"))
+    data["env"] = _secret_rows(spec.env)
+    data["headers"] = _secret_rows(spec.headers)
+    return data
+
+
+def _write_mcp(old: ConfigSnapshot, new: ConfigSnapshot) -> None:
+    McpServer.objects.filter(name__in=old.mcp_servers.keys() - new.mcp_servers.keys()).delete()
+    for name, spec in new.mcp_servers.items():
+        if old.mcp_servers.get(name) != spec:
+            McpServer.objects.update_or_create(name=name, defaults=_mcp_server_fields(spec))
+    McpBundle.objects.filter(alias__in=old.mcp_bundles.keys() - new.mcp_bundles.keys()).delete()
+    for alias, bspec in new.mcp_bundles.items():
+        if old.mcp_bundles.get(alias) != bspec:
+            McpBundle.objects.update_or_create(alias=alias, defaults=_spec_fields(bspec, skip=("alias",)))
+    if old.mcp != new.mcp:
+        McpSettings.objects.update_or_create(pk=1, defaults=_spec_fields(new.mcp))
+
+
 def _write_snapshot(old: ConfigSnapshot, new: ConfigSnapshot) -> None:
     """Bring the tables in line with `new`, touching only what changed."""
     for ref in old.providers.keys() - new.providers.keys():
@@ -74,6 +107,7 @@ def _write_snapshot(old: ConfigSnapshot, new: ConfigSnapshot) -> None:
             Agent.objects.update_or_create(alias=alias, defaults=_agent_fields(aspec))
     if old.delegate != new.delegate:
         DelegateSettings.objects.update_or_create(pk=1, defaults=_spec_fields(new.delegate))
+    _write_mcp(old, new)
 
 
 # Any constant: the key of the PostgreSQL advisory lock that serialises configuration writers.

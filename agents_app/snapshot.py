@@ -54,6 +54,62 @@ class ProviderSpec:
         return f"{self.type}.{self.alias}"
 
 
+MCP_TRANSPORTS: tuple[str, ...] = ("stdio", "http", "sse")
+MCP_DEFAULT_TOOL_TIMEOUT_SECS = 180
+MCP_MAX_TOOL_TIMEOUT_SECS = 600
+
+
+@dataclass(frozen=True)
+class SecretValue:
+    """One value of an MCP server's `env` or `headers`: a Fernet token of a value kept in
+    Clawboard (agents_app.secrets), or the name of an environment variable of Clawboard's own
+    process to read it from. Never the plain value."""
+
+    token: str = ""
+    env: str = ""
+
+    @property
+    def missing(self) -> bool:
+        """Neither: a value that could not be read (a ZeroClaw `enc2:` secret) and must be
+        entered again before the server can start."""
+        return not self.token and not self.env
+
+
+@dataclass(frozen=True)
+class McpServerSpec:
+    """One `[[mcp.servers]]` entry (docs/configuration.md#mcp-servers)."""
+
+    name: str
+    transport: str = "stdio"  # one of MCP_TRANSPORTS; "http" is streamable HTTP
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, SecretValue] = field(default_factory=dict, hash=False)
+    url: str = ""
+    headers: dict[str, SecretValue] = field(default_factory=dict, hash=False)
+    tool_timeout_secs: int | None = None  # None: MCP_DEFAULT_TOOL_TIMEOUT_SECS
+
+    @property
+    def timeout_secs(self) -> int:
+        return self.tool_timeout_secs or MCP_DEFAULT_TOOL_TIMEOUT_SECS
+
+
+@dataclass(frozen=True)
+class McpBundleSpec:
+    """One `[mcp_bundles.<alias>]`: the servers it grants, less those it excludes."""
+
+    alias: str
+    servers: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class McpGlobals:
+    """The `[mcp]` section's own keys."""
+
+    enabled: bool = True
+    deferred_loading: bool = False
+
+
 @dataclass(frozen=True)
 class DelegateEntry:
     agent: str
@@ -73,6 +129,7 @@ class AgentSpec:
     read_memory_from: tuple[str, ...] = ()
     workspace: str = ""  # "" = <DATA_DIR>/agents/<alias>/workspace
     delegable: bool = True
+    mcp_bundles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +141,22 @@ class ConfigSnapshot:
     runtime_profiles: dict[str, RuntimeProfileSpec] = field(default_factory=dict)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     delegate: DelegateGlobals = field(default_factory=DelegateGlobals)
+    mcp: McpGlobals = field(default_factory=McpGlobals)
+    mcp_servers: dict[str, McpServerSpec] = field(default_factory=dict)
+    mcp_bundles: dict[str, McpBundleSpec] = field(default_factory=dict)
+
+    def mcp_servers_of(self, agent: AgentSpec) -> tuple[McpServerSpec, ...]:
+        """The MCP servers an agent's bundles grant: none without a bundle (omission is not a
+        grant) or with `[mcp] enabled = false`; the union of its bundles' `servers` in
+        first-seen order, less every name any of them excludes (deny wins)."""
+        if not self.mcp.enabled:
+            return ()
+        bundles = [self.mcp_bundles[b] for b in agent.mcp_bundles if b in self.mcp_bundles]
+        excluded = {name for bundle in bundles for name in bundle.exclude}
+        names = dict.fromkeys(name for bundle in bundles for name in bundle.servers)
+        return tuple(
+            self.mcp_servers[name] for name in names if name not in excluded and name in self.mcp_servers
+        )
 
     def runtime_of(self, agent: AgentSpec) -> RuntimeProfileSpec:
         from policies_app.specs import DEFAULT_RUNTIME

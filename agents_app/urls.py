@@ -15,17 +15,31 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="config-revision-restore",
     ),
 ]
+urlpatterns += [
+    path("mcp/", views.mcp_page, name="mcp-page"),
+    path("mcp/settings/", views.mcp_settings_view, name="mcp-settings-page"),
+    path("mcp/import/preview/", views.mcp_import_preview, name="mcp-import-preview"),
+    path("mcp/import/", views.mcp_import, name="mcp-import-page"),
+    # Servers and bundles are listed on the MCP page itself.
+    path("mcp/servers/", views.mcp_page, name="mcp-servers-page"),
+    path("mcp/bundles/", views.mcp_page, name="mcp-bundles-page"),
+]
 for url, kind in (
     ("agents", "agents"),
     ("risk-profiles", "risk_profiles"),
     ("runtime-profiles", "runtime_profiles"),
     ("providers", "providers"),
+    ("mcp/servers", "mcp_servers"),
+    ("mcp/bundles", "mcp_bundles"),
 ):
+    if not url.startswith("mcp/"):  # the MCP editors have no live preview
+        urlpatterns += [
+            path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"),
+            path(f"{url}/preview/", views.entry_preview, {"kind_name": kind}),
+            path(f"{url}/<str:key>/preview/", views.entry_preview, {"kind_name": kind}),
+        ]
     urlpatterns += [
-        path(f"{url}/", views.entry_list, {"kind_name": kind}, name=f"{url}-page"),
         path(f"{url}/new/", views.entry_edit, {"kind_name": kind}, name=f"{url}-new"),
-        path(f"{url}/preview/", views.entry_preview, {"kind_name": kind}),
         path(f"{url}/<str:key>/", views.entry_edit, {"kind_name": kind}, name=f"{url}-edit"),
-        path(f"{url}/<str:key>/preview/", views.entry_preview, {"kind_name": kind}),
         path(f"{url}/<str:key>/delete/", views.entry_delete_view, {"kind_name": kind}, name=f"{url}-delete"),
     ]

@@ -10,18 +10,23 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 from agents_app.scripts import script_errors
 from agents_app.snapshot import (
     ALIAS_RE,
     DELEGATE_MODES,
     ENV_NAME_RE,
+    MCP_MAX_TOOL_TIMEOUT_SECS,
+    MCP_TRANSPORTS,
     RESERVED_AGENT_ALIAS,
     AgentSpec,
     ConfigSnapshot,
     DelegateEntry,
+    McpBundleSpec,
+    McpServerSpec,
     ProviderSpec,
 )
 from policies_app.policy import ALL_TOOLS, WILDCARD
@@ -50,7 +55,15 @@ MAX_LENGTHS: dict[str, int] = {
     "workspace": 500,
     # A prompt this long still fits in the 1 MiB an import accepts (the whole export is checked too).
     "system_prompt": 262_144,
+    # agents_app.models.McpServer
+    "command": 1000,
+    "url": 2000,
 }
+MCP_NAME_PATTERN = "[A-Za-z0-9_-]{1,64}"
+MCP_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# `__` separates the server from the tool in an MCP tool's name (`<server>__<tool>`).
+MCP_SEPARATOR = "__"
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Caps on every list of the configuration (docs/configuration.md, "Limits"). They are checked
 # when a document is read, before any other work, and again here for snapshots built otherwise.
 MAX_LIST_ENTRIES = 1000
@@ -101,6 +114,10 @@ _NON_NEGATIVE_RUNTIME_FIELDS: tuple[str, ...] = (
     "shell_max_memory_mb",
     "shell_max_file_size_mb",
     "shell_max_processes",
+    "mcp_max_cpu_secs",
+    "mcp_max_memory_mb",
+    "mcp_max_file_size_mb",
+    "mcp_max_processes",
 )
 _RANGED_RUNTIME_FIELDS: tuple[tuple[str, int, int], ...] = (
     ("max_spawn_depth", 1, 5),
@@ -181,16 +198,36 @@ def unknown_tool_message(name: str, field: str) -> str:
     return message
 
 
+def unknown_mcp_server_message(name: str, field: str) -> str:
+    server = name.partition(MCP_SEPARATOR)[0]
+    return (
+        f"unknown MCP server {quote(server)} in {field} entry {quote(name)}; MCP tools are named "
+        "<server>__<tool> after a configured [[mcp.servers]] entry"
+    )
+
+
 def tool_list_errors(
-    path: str, field: str, names: tuple[str, ...], *, wildcard: bool, trimmed: bool
+    path: str,
+    field: str,
+    names: tuple[str, ...],
+    *,
+    wildcard: bool,
+    trimmed: bool,
+    mcp_servers: Collection[str] = (),
 ) -> list[Error]:
-    """One error (at the field) per name that is not a tool of the registry."""
+    """One error (at the field) per name that is not a tool of the registry, nor an MCP tool
+    (`<server>__<tool>`) of a configured server."""
     errors: list[Error] = []
     for raw in names:
         name = raw.strip() if trimmed else raw
         if trimmed and not name:
             continue
         if name in ALL_TOOLS or (wildcard and name == WILDCARD):
+            continue
+        server, separator, tool = name.partition(MCP_SEPARATOR)
+        if separator and server and tool:
+            if server not in mcp_servers:
+                errors.append((path, unknown_mcp_server_message(name, field)))
             continue
         errors.append((path, unknown_tool_message(name, field)))
     return errors
@@ -215,13 +252,172 @@ def validate_snapshot(snapshot: ConfigSnapshot) -> list[Error]:
     errors: list[Error] = []
     for alias in sorted(snapshot.agents):
         errors.extend(_validate_agent(snapshot, alias, snapshot.agents[alias]))
+    servers = snapshot.mcp_servers.keys()
     for alias in sorted(snapshot.risk_profiles):
-        errors.extend(_validate_risk_profile(alias, snapshot.risk_profiles[alias]))
+        errors.extend(_validate_risk_profile(alias, snapshot.risk_profiles[alias], servers))
     for alias in sorted(snapshot.runtime_profiles):
-        errors.extend(_validate_runtime_profile(alias, snapshot.runtime_profiles[alias]))
+        errors.extend(_validate_runtime_profile(alias, snapshot.runtime_profiles[alias], servers))
     for key in sorted(snapshot.providers):
         errors.extend(_validate_provider(snapshot, snapshot.providers[key]))
     errors.extend(_validate_delegate_globals(snapshot))
+    errors.extend(validate_mcp(snapshot))
+    return errors
+
+
+# --- MCP servers and bundles ----------------------------------------------------------------------
+
+
+def _separator_message(path: str, name: str) -> str:
+    return (
+        f'{path} = {quote(name)} contains "__", which no MCP name may contain '
+        "(it separates server and tool in <server>__<tool>)"
+    )
+
+
+def _mcp_reference_errors(
+    path: str, names: tuple[str, ...], known: Collection[str], what: str
+) -> list[Error]:
+    """Each entry of a list of MCP names: not empty, no `__`, configured, not repeated (ignoring case)."""
+    errors: list[Error] = []
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        where = f"{path}[{i}]"
+        # Exact names, as the grant compares them: a padded name is an unknown one.
+        if not name.strip():
+            errors.append((where, f"{where} is empty; remove it or name a configured {what}"))
+            continue
+        if name.lower() in seen:
+            errors.append(
+                (
+                    where,
+                    f"{where} = {quote(name)} duplicates an earlier entry (names are compared ignoring case)",
+                )
+            )
+        elif MCP_SEPARATOR in name:
+            errors.append((where, _separator_message(where, name)))
+        elif name not in known:
+            missing = (
+                f"mcp.servers has no server named {quote(name)}"
+                if what == "MCP server"
+                else f"mcp_bundles.{name} is not configured"
+            )
+            errors.append((where, f"{where} = {quote(name)} but {missing}"))
+        seen.add(name.lower())
+    return errors
+
+
+def _url_error(path: str, url: str) -> Error | None:
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    return None if ok else (path, f"{path} = {quote(url)} is not an http(s) URL")
+
+
+def _validate_mcp_server(spec: McpServerSpec, lowered: dict[str, str]) -> list[Error]:
+    from agents_app import mcp_launchers
+
+    errors: list[Error] = []
+    base = f"mcp.servers.{spec.name}"
+    path = f"{base}.name"
+    if MCP_SEPARATOR in spec.name:
+        errors.append((path, _separator_message(path, spec.name)))
+    elif not MCP_NAME_RE.match(spec.name):
+        errors.append((path, f"{path} = {quote(spec.name)} is invalid; expected {MCP_NAME_PATTERN}"))
+    first = lowered[spec.name.lower()]
+    if first != spec.name:
+        errors.append(
+            (
+                path,
+                f"{path} = {quote(spec.name)} duplicates {quote(first)}; MCP server names must be "
+                "unique ignoring case",
+            )
+        )
+    if spec.transport not in MCP_TRANSPORTS:
+        path = f"{base}.transport"
+        errors.append(
+            (
+                path,
+                f"{path} = {quote(spec.transport)} is not a valid transport; "
+                f"expected one of {_choices(MCP_TRANSPORTS)}",
+            )
+        )
+    elif spec.transport == "stdio":
+        path = f"{base}.command"
+        launcher = mcp_launchers.parse(spec.command, spec.args)
+        if not spec.command.strip():
+            errors.append((path, f"{path} is empty; a stdio server needs a command"))
+        elif launcher is not None:
+            errors.append((path, launcher_message(path, launcher)))
+    else:
+        path = f"{base}.url"
+        if not spec.url.strip():
+            errors.append((path, f"{path} is empty; an {spec.transport} server needs an http(s) URL"))
+        elif (err := _url_error(path, spec.url)) is not None:
+            errors.append(err)
+    timeout = spec.tool_timeout_secs
+    if timeout is not None and not 1 <= timeout <= MCP_MAX_TOOL_TIMEOUT_SECS:
+        path = f"{base}.tool_timeout_secs"
+        errors.append((path, f"{path} must be between 1 and {MCP_MAX_TOOL_TIMEOUT_SECS} (got {timeout})"))
+    for name in ("command", "url"):
+        errors.extend(_too_long(f"{base}.{name}", name, getattr(spec, name)))
+        errors.extend(_text_errors(f"{base}.{name}", getattr(spec, name)))
+    errors.extend(_list_errors(f"{base}.args", spec.args))
+    for key in spec.env:
+        if not ENV_NAME_RE.match(key):
+            path = f"{base}.env.{key}"
+            errors.append((path, f"{path} is invalid ({key}); expected {ENV_PATTERN}"))
+    for key in spec.headers:
+        if not _HEADER_NAME_RE.match(key):
+            path = f"{base}.headers.{key}"
+            errors.append((path, f"{path} is not a valid HTTP header name"))
+    return errors
+
+
+def launcher_message(path: str, launcher: object) -> str:
+    """A command that would download its server at start, and how to install it instead."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from agents_app import mcp_launchers
+
+    assert isinstance(launcher, mcp_launchers.Launcher)
+    install_dir = Path(settings.MCP_SERVERS_DIR)
+    return (
+        f"{path}: {quote(launcher.text)} downloads the server when it starts, and MCP servers run "
+        f"without network; install it first ({mcp_launchers.install_hint(launcher, install_dir)}) "
+        "and save again"
+    )
+
+
+def _validate_mcp_bundle(snapshot: ConfigSnapshot, alias: str, spec: McpBundleSpec) -> list[Error]:
+    base = f"mcp_bundles.{alias}"
+    errors: list[Error] = []
+    if MCP_SEPARATOR in alias:
+        errors.append((base, _separator_message(base, alias)))
+    elif (err := _alias_error(base, alias)) is not None:
+        errors.append(err)
+    for name in ("servers", "exclude"):
+        values = getattr(spec, name)
+        caps = list_cap_errors(f"{base}.{name}", values)
+        errors.extend(
+            caps or _mcp_reference_errors(f"{base}.{name}", values, snapshot.mcp_servers, "MCP server")
+        )
+    return errors
+
+
+def validate_mcp(snapshot: ConfigSnapshot) -> list[Error]:
+    """`[[mcp.servers]]` and `[mcp_bundles.*]` (agents' `mcp_bundles` are checked with the agent)."""
+    errors: list[Error] = []
+    lowered: dict[str, str] = {}
+    for name in snapshot.mcp_servers:
+        lowered.setdefault(name.lower(), name)
+    for spec in snapshot.mcp_servers.values():
+        errors.extend(_validate_mcp_server(spec, lowered))
+    for alias in sorted(snapshot.mcp_bundles):
+        errors.extend(_validate_mcp_bundle(snapshot, alias, snapshot.mcp_bundles[alias]))
     return errors
 
 
@@ -330,10 +526,15 @@ def _validate_agent(snapshot: ConfigSnapshot, a: str, agent: AgentSpec) -> list[
             errors.extend(_text_errors(f"{base}.delegates[{i}].agent", entry.agent))
             errors.extend(_text_errors(f"{base}.delegates[{i}].mode", entry.mode))
     errors.extend(_list_errors(f"{base}.read_memory_from", agent.read_memory_from))
+    caps = list_cap_errors(f"{base}.mcp_bundles", agent.mcp_bundles)
+    errors.extend(
+        caps
+        or _mcp_reference_errors(f"{base}.mcp_bundles", agent.mcp_bundles, snapshot.mcp_bundles, "MCP bundle")
+    )
     return errors
 
 
-def _validate_risk_profile(p: str, spec: RiskProfileSpec) -> list[Error]:
+def _validate_risk_profile(p: str, spec: RiskProfileSpec, mcp_servers: Collection[str] = ()) -> list[Error]:
     errors: list[Error] = []
     base = f"risk_profiles.{p}"
     if (err := _alias_error(base, p)) is not None:
@@ -374,14 +575,23 @@ def _validate_risk_profile(p: str, spec: RiskProfileSpec) -> list[Error]:
             errors.append((path, f"{path} is invalid ({name}); expected {ENV_PATTERN}"))
     for name, wildcard, trimmed in RISK_TOOL_FIELDS:
         errors.extend(
-            tool_list_errors(f"{base}.{name}", name, getattr(spec, name), wildcard=wildcard, trimmed=trimmed)
+            tool_list_errors(
+                f"{base}.{name}",
+                name,
+                getattr(spec, name),
+                wildcard=wildcard,
+                trimmed=trimmed,
+                mcp_servers=mcp_servers,
+            )
         )
     for name in ("level", "delegation_mode"):
         errors.extend(_text_errors(f"{base}.{name}", getattr(spec, name)))
     return errors
 
 
-def _validate_runtime_profile(r: str, spec: RuntimeProfileSpec) -> list[Error]:
+def _validate_runtime_profile(
+    r: str, spec: RuntimeProfileSpec, mcp_servers: Collection[str] = ()
+) -> list[Error]:
     errors: list[Error] = []
     base = f"runtime_profiles.{r}"
     if (err := _alias_error(base, r)) is not None:
@@ -415,7 +625,12 @@ def _validate_runtime_profile(r: str, spec: RuntimeProfileSpec) -> list[Error]:
     if not list_errors:
         errors.extend(
             tool_list_errors(
-                path, "tool_call_dedup_exempt", spec.tool_call_dedup_exempt, wildcard=False, trimmed=False
+                path,
+                "tool_call_dedup_exempt",
+                spec.tool_call_dedup_exempt,
+                wildcard=False,
+                trimmed=False,
+                mcp_servers=mcp_servers,
             )
         )
     return errors
@@ -607,3 +822,90 @@ def delete_agent(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
         raise ValueError(f"agents.{alias} is not configured")
     agents = _rewrite_references(snapshot, lambda ref: None if ref == alias else ref, skip=alias)
     return replace(snapshot, agents=agents)
+
+
+# --- MCP reference rewrites -----------------------------------------------------------------------
+
+
+def rename_mcp_server(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSnapshot:
+    """Renames MCP server `old` to `new` and rewrites every bundle's `servers` and `exclude`."""
+    if old not in snapshot.mcp_servers:
+        raise ValueError(f"mcp.servers.{old} is not configured")
+    if new == old:
+        return snapshot
+    servers = {
+        (new if n == old else n): (replace(s, name=new) if n == old else s)
+        for n, s in snapshot.mcp_servers.items()
+    }
+    bundles = {
+        alias: replace(
+            b,
+            servers=tuple(new if n == old else n for n in b.servers),
+            exclude=tuple(new if n == old else n for n in b.exclude),
+        )
+        for alias, b in snapshot.mcp_bundles.items()
+    }
+    return replace(snapshot, mcp_servers=dict(sorted(servers.items())), mcp_bundles=bundles)
+
+
+def delete_mcp_server_plan(snapshot: ConfigSnapshot, name: str) -> list[str]:
+    lines: list[str] = []
+    for alias in sorted(snapshot.mcp_bundles):
+        bundle = snapshot.mcp_bundles[alias]
+        for field in ("servers", "exclude"):
+            if any(n == name for n in getattr(bundle, field)):
+                lines.append(f"remove {quote(name)} from mcp_bundles.{alias}.{field}")
+    return lines
+
+
+def delete_mcp_server(snapshot: ConfigSnapshot, name: str) -> ConfigSnapshot:
+    """Removes MCP server `name` and scrubs it from every bundle (see `delete_mcp_server_plan`)."""
+    servers = {n: s for n, s in snapshot.mcp_servers.items() if n != name}
+    bundles = {
+        alias: replace(
+            b,
+            servers=tuple(n for n in b.servers if not n == name),
+            exclude=tuple(n for n in b.exclude if not n == name),
+        )
+        for alias, b in snapshot.mcp_bundles.items()
+    }
+    return replace(snapshot, mcp_servers=servers, mcp_bundles=bundles)
+
+
+def rename_mcp_bundle(snapshot: ConfigSnapshot, old: str, new: str) -> ConfigSnapshot:
+    """Renames bundle `old` to `new` and rewrites every agent's `mcp_bundles`."""
+    if old not in snapshot.mcp_bundles:
+        raise ValueError(f"mcp_bundles.{old} is not configured")
+    if new == old:
+        return snapshot
+    bundles = {
+        (new if a == old else a): (replace(b, alias=new) if a == old else b)
+        for a, b in snapshot.mcp_bundles.items()
+    }
+    agents = {
+        alias: replace(agent, mcp_bundles=tuple(new if b == old else b for b in agent.mcp_bundles))
+        if any(b == old for b in agent.mcp_bundles)
+        else agent
+        for alias, agent in snapshot.agents.items()
+    }
+    return replace(snapshot, mcp_bundles=dict(sorted(bundles.items())), agents=agents)
+
+
+def delete_mcp_bundle_plan(snapshot: ConfigSnapshot, alias: str) -> list[str]:
+    return [
+        f"remove {quote(alias)} from agents.{a}.mcp_bundles"
+        for a in sorted(snapshot.agents)
+        if any(b == alias for b in snapshot.agents[a].mcp_bundles)
+    ]
+
+
+def delete_mcp_bundle(snapshot: ConfigSnapshot, alias: str) -> ConfigSnapshot:
+    """Removes bundle `alias` and scrubs it from every agent (see `delete_mcp_bundle_plan`)."""
+    bundles = {a: b for a, b in snapshot.mcp_bundles.items() if a != alias}
+    agents = {
+        a: replace(agent, mcp_bundles=tuple(b for b in agent.mcp_bundles if not b == alias))
+        if any(b == alias for b in agent.mcp_bundles)
+        else agent
+        for a, agent in snapshot.agents.items()
+    }
+    return replace(snapshot, mcp_bundles=bundles, agents=agents)

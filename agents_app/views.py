@@ -26,7 +26,17 @@ from agents_app.entries import (
     plan_delete,
     plan_update,
 )
-from agents_app.forms import AgentForm, ProviderForm, agent_initial, provider_initial
+from agents_app.forms import (
+    AgentForm,
+    McpBundleForm,
+    McpServerForm,
+    ProviderForm,
+    agent_initial,
+    mcp_bundle_initial,
+    mcp_server_initial,
+    provider_initial,
+)
+from agents_app.mcp_grants import mcp_grants
 from agents_app.policy_check import agent_tools
 from agents_app.reachability import reachable
 from agents_app.representation import entry_to_json
@@ -78,12 +88,20 @@ KINDS: dict[str, Kind] = {
     "providers": Kind(
         "providers", "Provider", "providers", ProviderForm, provider_initial, "agents/provider_form.html"
     ),
+    "mcp_servers": Kind(
+        "mcp_servers", "MCP server", "mcp/servers", McpServerForm, mcp_server_initial, "agents/mcp_form.html"
+    ),
+    "mcp_bundles": Kind(
+        "mcp_bundles", "MCP bundle", "mcp/bundles", McpBundleForm, mcp_bundle_initial, "agents/mcp_form.html"
+    ),
 }
+# Where a kind's validation messages point (`mcp.servers.<name>.command`).
+_PATH_PREFIX = {"mcp_servers": "mcp.servers"}
 
 
 def _make_form(kind: Kind, snap: ConfigSnapshot, data: Any = None, initial: Any = None) -> forms.Form:
-    if kind.form is AgentForm:
-        return AgentForm(data, initial=initial, snapshot=snap)
+    if kind.form in (AgentForm, McpBundleForm):
+        return kind.form(data, initial=initial, snapshot=snap)  # type: ignore[call-arg]
     return kind.form(data, initial=initial)
 
 
@@ -117,13 +135,13 @@ def _entry_context(kind: Kind, snap: ConfigSnapshot, form: forms.Form, key: str 
         ctx["delegates"] = delegates + [{"agent": "", "mode": "bounded"}]
         ctx["agent_choices"] = sorted(snap.agents)
     if kind.name == "risk_profiles":
-        ctx["grid"] = _grid_rows(form, snap.risk_profiles.get(key) if key else None)
+        ctx["grid"] = _grid_rows(form, snap.risk_profiles.get(key) if key else None, snap)
     if key and kind.name == "agents":
         ctx["preview"] = _agent_preview(snap, key)
     return ctx
 
 
-def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
+def _grid_rows(form: forms.Form, spec: Any, snap: ConfigSnapshot) -> list[dict[str, Any]]:
     """One row per tool with its four checkboxes and the effective result."""
     if form.is_bound:
         picked = form.grid()  # type: ignore[attr-defined]
@@ -138,12 +156,20 @@ def _grid_rows(form: forms.Form, spec: Any) -> list[dict[str, Any]]:
     rows = []
     for tool in (*known, *extra):
         cells = [{"name": f"{col}__{tool}", "checked": tool in picked[field]} for field, col in GRID_COLUMNS]
-        rows.append({"tool": tool, "cells": cells, "unknown": tool in extra})
+        # An MCP tool (`<server>__<tool>`) of a configured server is a name the profile may hold.
+        server, separator, rest = tool.partition("__")
+        mcp_tool = bool(separator and rest) and server in snap.mcp_servers
+        rows.append({"tool": tool, "cells": cells, "unknown": tool in extra and not mcp_tool})
     return rows
 
 
 def _agent_preview(snap: ConfigSnapshot, alias: str) -> dict[str, Any]:
-    return {"tools": agent_tools(snap, alias), "roster": reachable(snap, alias)}
+    return {
+        "tools": agent_tools(snap, alias),
+        "roster": reachable(snap, alias),
+        "mcp": mcp_grants(snap, snap.agents[alias]),
+        "mcp_bundles": snap.agents[alias].mcp_bundles,
+    }
 
 
 def _add_config_errors(
@@ -151,8 +177,10 @@ def _add_config_errors(
 ) -> None:
     """The §2.5 messages next to the fields they are about; a field that already shows its
     own error keeps only that one."""
-    alias = form.cleaned_data.get("alias") if hasattr(form, "cleaned_data") else None
-    prefix = f"{kind.name}.{key or alias or form.data.get('alias', '')}"
+    cleaned = form.cleaned_data if hasattr(form, "cleaned_data") else {}
+    alias = cleaned.get("alias") or cleaned.get("name")
+    fallback = form.data.get("alias") or form.data.get("name", "")
+    prefix = f"{_PATH_PREFIX.get(kind.name, kind.name)}.{key or alias or fallback}"
     by_field, general = field_errors(exc.errors, prefix)
     for name, msgs in by_field.items():
         if name in form.fields:
@@ -176,6 +204,11 @@ def _config_errors_of_valid_fields(
     valid_data = form.cleaned_data
     cleaned = dict(valid_data)
     form.cleaned_data = cleaned
+    typed = str(form.data.get("alias", ""))
+    if key is None and "alias" not in valid_data and "alias" in form.fields:
+        # A new entry whose alias failed its own check: the rest is checked under a stand-in
+        # name, and the messages speak of the alias as typed.
+        stored = {"alias": STAND_IN_ALIAS}
     try:
         for name, field in form.fields.items():
             if name in valid_data:
@@ -189,12 +222,21 @@ def _config_errors_of_valid_fields(
         else:
             plan_update(snap, kind=kind.name, key=key, body=body, partial=False)
     except ConfigValidationError as exc:
+        if stored.get("alias") == STAND_IN_ALIAS and key is None:
+            named = f"{kind.name}.{typed}"
+            stand_in = f"{kind.name}.{STAND_IN_ALIAS}"
+            return ConfigValidationError(
+                [(f.replace(stand_in, named), m.replace(stand_in, named)) for f, m in exc.errors]
+            )
         return exc
     except (forms.ValidationError, EntryNotFound, KeyError, TypeError, ValueError):
         return None
     finally:
         form.cleaned_data = valid_data
     return None
+
+
+STAND_IN_ALIAS = "alias-being-typed"
 
 
 @viewer_required
@@ -413,6 +455,14 @@ def _import_text(request: HttpRequest) -> str | bytes:
     return request.POST.get("toml", "").replace("\r\n", "\n")
 
 
+def located_errors(text: str, errors: Any) -> list[dict[str, Any]]:
+    """(path, message) pairs with the line of the file each path points to, as the page
+    shows them (the API gives the same path as `field`)."""
+    from agents_app.toml_lines import line_of
+
+    return [{"message": m, "path": f, "line": line_of(text, f) if f else None} for f, m in errors]
+
+
 def _import_check(request: HttpRequest) -> dict[str, Any]:
     """The import plan of the posted file, as the REST import and the command line show it."""
     from agents_app.config_io import ConfigParseError, ConfigShapeError, parse_toml
@@ -424,12 +474,12 @@ def _import_check(request: HttpRequest) -> dict[str, Any]:
     try:
         result = parse_toml(text)
     except ConfigParseError as exc:
-        return {"errors": [str(exc)], "toml": shown}
+        return {"errors": [{"message": str(exc), "path": "", "line": exc.line}], "toml": shown}
     except ConfigShapeError as exc:
-        return {"errors": [m for _, m in exc.errors], "toml": shown}
+        return {"errors": located_errors(shown, exc.errors), "toml": shown}
     plan = import_plan(result, prune=prune)
     return {
-        "errors": [m for _, m in plan.errors],
+        "errors": located_errors(shown, plan.errors),
         "warnings": plan.warnings,
         "changes": plan.changes,
         "kept": plan.kept,
@@ -471,7 +521,7 @@ def config_import(request: HttpRequest) -> HttpResponse:
             checked["result"], prune=checked["prune"], user=request.user, summary="import (dashboard)"
         )
     except ConfigValidationError as exc:
-        checked["errors"] = [m for _, m in exc.errors]
+        checked["errors"] = located_errors(checked["toml"], exc.errors)
         return render(request, "agents/_import_preview.html", checked, status=400)
     messages.success(
         request, f"Configuration imported (revision {revision.pk})." if revision else "No change."
@@ -560,3 +610,106 @@ def config_revision_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
         request, f"Restored revision {pk}" + (f" as revision {new.pk}." if new else " (no change).")
     )
     return redirect("/config/")
+
+
+# -- MCP servers ----------------------------------------------------------------------------------
+
+
+@viewer_required
+def mcp_page(request: HttpRequest) -> HttpResponse:
+    """Servers, bundles, the `[mcp]` switches and the mcpServers JSON import. Each server's
+    state (what the workers last saw) comes from runs_app as a fragment (`/mcp/state/`)."""
+    snap = config_snapshot_get()
+    bundles = []
+    for alias in sorted(snap.mcp_bundles):
+        row = entry_to_json(snap.mcp_bundles[alias])
+        row["agents"] = [a for a in sorted(snap.agents) if alias in snap.agents[a].mcp_bundles]
+        bundles.append(row)
+    return render(
+        request,
+        "agents/mcp.html",
+        {
+            "servers": [entry_to_json(snap.mcp_servers[n]) for n in sorted(snap.mcp_servers)],
+            "bundles": bundles,
+            "mcp": snap.mcp,
+            "errors": [m for path, m in validate_snapshot(snap) if path.startswith("mcp")],
+        },
+    )
+
+
+@admin_required
+@require_POST
+def mcp_settings_view(request: HttpRequest) -> HttpResponse:
+    from agents_app.entries import mcp_settings_update
+
+    body = {name: request.POST.get(name) == "on" for name in ("enabled", "deferred_loading")}
+    try:
+        mcp_settings_update(body=body, user=request.user)
+    except ConfigValidationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "MCP settings saved.")
+    return redirect("/mcp/")
+
+
+def _mcp_import_check(request: HttpRequest) -> dict[str, Any]:
+    """The plan of the pasted mcpServers JSON, as the REST dry run shows it."""
+    import json
+
+    from agents_app.config_io import ConfigParseError, ConfigShapeError
+    from agents_app.imports import import_plan
+    from agents_app.mcp_json import mcp_json_read
+
+    text = request.POST.get("json", "")
+    bundle = request.POST.get("bundle", "").strip()
+    shown: dict[str, Any] = {"json": text, "bundle": bundle}
+    try:
+        result = mcp_json_read(json.loads(text))
+    except json.JSONDecodeError as exc:
+        return {
+            **shown,
+            "errors": [f"the text is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"],
+        }
+    except ConfigParseError as exc:
+        return {**shown, "errors": [str(exc)]}
+    except ConfigShapeError as exc:
+        return {**shown, "errors": [m for _, m in exc.errors]}
+    plan = import_plan(result, prune=False, bundle=bundle)
+    return {
+        **shown,
+        "errors": [m for _, m in plan.errors],
+        "warnings": plan.warnings,
+        "changes": plan.changes,
+        "kept": [],
+        "diff": plan.diff,
+        "result": result,
+    }
+
+
+@admin_required
+@require_POST
+def mcp_import_preview(request: HttpRequest) -> HttpResponse:
+    return render(request, "agents/_mcp_import_preview.html", _mcp_import_check(request))
+
+
+@admin_required
+@require_POST
+def mcp_import(request: HttpRequest) -> HttpResponse:
+    from agents_app.imports import import_apply
+
+    checked = _mcp_import_check(request)
+    if checked["errors"]:
+        return render(request, "agents/_mcp_import_preview.html", checked, status=400)
+    try:
+        _, revision = import_apply(
+            checked["result"],
+            prune=False,
+            user=request.user,
+            summary="import mcpServers (dashboard)",
+            bundle=checked["bundle"],
+        )
+    except ConfigValidationError as exc:
+        checked["errors"] = [m for _, m in exc.errors]
+        return render(request, "agents/_mcp_import_preview.html", checked, status=400)
+    messages.success(request, f"MCP servers imported (revision {revision.pk})." if revision else "No change.")
+    return redirect("/mcp/")

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from policies_app.policy import ALL_TOOLS, WILDCARD, effective_always_ask, filter_tools
 from policies_app.specs import (
+    DEFAULT_MCP_LIMITS,
     DEFAULT_SHELL_LIMITS,
     LEVEL_DISPLAY,
     LEVEL_RANK,
@@ -191,6 +192,7 @@ _AXES: tuple[Callable[[PolicyLike, PolicyLike], str | None], ...] = (
     _shell_network,
     _enforced_flag("sandbox_enabled"),
     *(_limit(name, effective=True) for name in DEFAULT_SHELL_LIMITS),
+    *(_limit(name, effective=True) for name in DEFAULT_MCP_LIMITS),
 )
 
 

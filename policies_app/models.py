@@ -107,6 +107,10 @@ class RuntimeProfile(models.Model):
     shell_max_memory_mb = models.PositiveIntegerField(default=0)
     shell_max_file_size_mb = models.PositiveIntegerField(default=0)
     shell_max_processes = models.PositiveIntegerField(default=0)
+    mcp_max_cpu_secs = models.PositiveIntegerField(default=0)
+    mcp_max_memory_mb = models.PositiveIntegerField(default=0)
+    mcp_max_file_size_mb = models.PositiveIntegerField(default=0)
+    mcp_max_processes = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["alias"]
@@ -136,6 +140,10 @@ class RuntimeProfile(models.Model):
             shell_max_memory_mb=self.shell_max_memory_mb,
             shell_max_file_size_mb=self.shell_max_file_size_mb,
             shell_max_processes=self.shell_max_processes,
+            mcp_max_cpu_secs=self.mcp_max_cpu_secs,
+            mcp_max_memory_mb=self.mcp_max_memory_mb,
+            mcp_max_file_size_mb=self.mcp_max_file_size_mb,
+            mcp_max_processes=self.mcp_max_processes,
         )
 
 

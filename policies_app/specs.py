@@ -89,6 +89,12 @@ class RuntimeProfileSpec:
     shell_max_memory_mb: int = 0
     shell_max_file_size_mb: int = 0
     shell_max_processes: int = 0
+    # Limits of each stdio MCP server's sandbox (a long-lived process); 0 means the default
+    # below. The CPU limit counts each call's own seconds, not the server's whole life.
+    mcp_max_cpu_secs: int = 0
+    mcp_max_memory_mb: int = 0
+    mcp_max_file_size_mb: int = 0
+    mcp_max_processes: int = 0
 
     # Effective values: SPEC §2.3 says 0 means a default for some fields.
     @property
@@ -113,9 +119,18 @@ DEFAULT_SHELL_LIMITS: dict[str, int] = {
 }
 
 
+DEFAULT_MCP_LIMITS: dict[str, int] = {
+    "mcp_max_cpu_secs": 60,  # per tool call
+    # Node reserves about 1 GiB of address space at start and aborts below it.
+    "mcp_max_memory_mb": 4096,
+    "mcp_max_file_size_mb": 256,
+    "mcp_max_processes": 64,
+}
+
+
 def effective_shell_limit(runtime: RuntimeProfileSpec, name: str) -> int:
     value = getattr(runtime, name)
-    return value if value > 0 else DEFAULT_SHELL_LIMITS[name]
+    return value if value > 0 else {**DEFAULT_SHELL_LIMITS, **DEFAULT_MCP_LIMITS}[name]
 
 
 def effective_tool_result_chars(runtime: Any) -> int:

@@ -8,11 +8,11 @@ on SQLite `transaction.atomic()` begins IMMEDIATE (write lock first); on Postgre
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Greatest
+from django.db.models import F, FloatField, Func, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from policies_app.models import Tracker, TrackerAction, TrackerCost
@@ -62,29 +62,75 @@ def tracker_record_action(
     # once the block has ended and leaves a caller's transaction usable.
     refusal = None
     with transaction.atomic(savepoint=False):
-        tracker = _locked_tracker(key)
+        if transaction.get_connection().vendor == "postgresql":
+            # The row lock first, so that the counts below are read after every concurrent
+            # recorder of this tracker has committed (a statement's snapshot is taken at its start).
+            _locked_tracker(key)
         # Read the clock only once the lock is held, so no concurrent insert can be newer than `now`.
         at = now or timezone.now()
         window_start = at - WINDOW
-        # Counted up to the limit only: whether the window is full costs the same however many
-        # actions it holds (a shared tracker may record thousands an hour).
-        recent = TrackerAction.objects.filter(tracker=tracker, at__gt=window_start)
-        if recent[:max_actions_per_hour].count() >= max_actions_per_hour:
+        found = _budget_state(key, at, max_actions_per_hour)
+        if found is None:
+            tracker = _locked_tracker(key)
+            found = (tracker.pk, 0, _cost_on(key, _today(at)))
+        tracker_id, recent, spent = found
+        if recent >= max_actions_per_hour:
             refusal = RATE_LIMIT_ACTIONS
-        elif max_cost_per_day_cents is not None and _cost_on(key, _today(at)) >= max_cost_per_day_cents:
+        elif max_cost_per_day_cents is not None and spent >= max_cost_per_day_cents:
             refusal = RATE_LIMIT_COST
         elif record:
-            TrackerAction.objects.create(tracker=tracker, at=at)
+            TrackerAction.objects.create(tracker_id=tracker_id, at=at)
             if at.second == 0:  # prune the expired window now and then, not on every record
-                TrackerAction.objects.filter(tracker=tracker, at__lte=window_start).delete()
+                TrackerAction.objects.filter(tracker_id=tracker_id, at__lte=window_start).delete()
     if refusal is not None:
         raise BudgetExhausted(refusal)
+
+
+def _budget_state(key: str, at: datetime, max_actions_per_hour: int) -> tuple[int, int, float] | None:
+    """The tracker's id, its actions in the hour before `at` (counted up to the limit only:
+    whether the window is full costs the same however many actions it holds) and its cost
+    on `at`'s day, in one read; None when the tracker has no row yet."""
+    window = (
+        TrackerAction.objects.filter(tracker_id=OuterRef(OuterRef("pk")), at__gt=at - WINDOW)
+        .order_by()
+        .values("pk")[:max_actions_per_hour]
+    )
+    recent = (
+        TrackerAction.objects.filter(pk__in=Subquery(window))
+        .order_by()
+        .annotate(n=Func(F("pk"), function="COUNT", output_field=IntegerField()))
+        .values("n")
+    )
+    cents = TrackerCost.objects.filter(tracker_id=OuterRef("pk"), day=_today(at)).values("cents")[:1]
+    row = (
+        Tracker.objects.filter(key=key)
+        .annotate(
+            recent=Coalesce(Subquery(recent), Value(0)),
+            spent=Coalesce(Subquery(cents), Value(0.0), output_field=FloatField()),
+        )
+        .values_list("pk", "recent", "spent")
+        .first()
+    )
+    return None if row is None else (row[0], row[1], float(row[2]))
 
 
 def _cost_on(key: str, day: date) -> float:
     # One row per tracker and day (the tracker_cost_per_day constraint): read, not summed.
     cents = TrackerCost.objects.filter(tracker__key=key, day=day).values_list("cents", flat=True)
     return float(next(iter(cents), 0.0))
+
+
+def day_cost(key: Any) -> Coalesce:
+    """Today's cost of the tracker `key` (a value or an outer reference), as an expression: a
+    read that rides on another statement (the engine's run read)."""
+    cents = TrackerCost.objects.filter(tracker__key=key, day=_today(None)).values("cents")[:1]
+    return Coalesce(Subquery(cents), Value(0.0), output_field=FloatField())
+
+
+def cost_refusal(cents: float, max_cost_per_day_cents: int) -> None:
+    """Raise the day's cost refusal when `cents` spent today reach the budget."""
+    if cents >= max_cost_per_day_cents:
+        raise BudgetExhausted(RATE_LIMIT_COST)
 
 
 def tracker_check_cost(*, key: str, max_cost_per_day_cents: int, now: datetime | None = None) -> None:

@@ -99,6 +99,7 @@ def emit_for(run_id: Any, root_id: Any, type_: str, data: dict[str, Any] | None 
     block's others, in one INSERT, when the outermost block ends (still inside its
     transaction, so the events and the change they describe commit together)."""
     assert type_ in EVENT_TYPES, type_
+    assert not transaction.get_autocommit(), "an event is written in the transaction of its change"
     event = RunEvent(run_id=run_id, root_id=root_id, type=type_, at=timezone.now(), data=data or {})
     batch = _batch()
     if batch.depth:
@@ -126,11 +127,13 @@ def _publish_all(payloads: list[dict[str, Any]]) -> None:
 
 
 class _Batch(threading.local):
-    """The events of this thread's open `tree_tx` blocks, not yet written."""
+    """The events of this thread's open `tree_tx` blocks, not yet written, and the trees whose
+    lock their transaction holds."""
 
     def __init__(self) -> None:
         self.depth = 0
         self.events: list[RunEvent] = []
+        self.locked: set[str] = set()
 
 
 _batches = _Batch()
@@ -157,22 +160,44 @@ def lock_tree(root_id: Any) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [EVENT_LOCK_SPACE, str(root_id)])
 
 
+def within(root_id: Any) -> None:
+    """For the functions that change a tree inside their caller's transaction (`move`,
+    completing a call, waking a run): assert that there is one, and hold the tree's lock in
+    it (taken once per `tree_tx` and root)."""
+    assert not transaction.get_autocommit(), "a tree changes inside its caller's transaction"
+    batch = _batch()
+    if batch.depth and str(root_id) in batch.locked:
+        return
+    lock_tree(root_id)
+    if batch.depth:
+        batch.locked.add(str(root_id))
+
+
 @contextmanager
-def tree_tx(root_id: Any, *, savepoint: bool = False) -> Iterator[None]:
-    """`transaction.atomic()` holding the tree's lock from its first statement. Nested in
-    another transaction it adds no savepoint unless asked (`savepoint=True`, for a block
-    whose failure its caller catches and survives): an error inside ends the whole one.
-    The events emitted inside are written together when the outermost block ends; those of a
-    block that fails are dropped with it."""
-    with transaction.atomic(savepoint=savepoint):
-        lock_tree(root_id)
+def tree_tx(root_id: Any, *, savepoint: bool = False, durable: bool = False) -> Iterator[None]:
+    """`transaction.atomic()` holding the tree's lock from its first statement (once per
+    root, however deep the blocks nest). Nested in another transaction it adds no savepoint
+    unless asked (`savepoint=True`, for a block whose failure its caller catches and
+    survives): an error inside ends the whole one. `durable=True` where a transaction really
+    begins (the claim, a turn, the tool calls, a resume): never inside another. The events
+    emitted inside are written together when the outermost block ends; those of a block that
+    fails are dropped with it."""
+    with transaction.atomic(savepoint=savepoint, durable=durable):
         batch = _batch()
+        if not batch.depth:
+            batch.locked = set()
+        held = set(batch.locked)
+        if str(root_id) not in batch.locked:
+            lock_tree(root_id)
+            batch.locked.add(str(root_id))
         mark = len(batch.events)
         batch.depth += 1
         try:
             yield
         except BaseException:
             del batch.events[mark:]
+            if savepoint:  # the locks taken in a savepoint that rolls back go with it
+                batch.locked = held
             raise
         finally:
             batch.depth -= 1

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from runs_app.models import Run
-from runs_app.selectors import RUN_SORTS
+from runs_app.selectors import OUTCOMES, RUN_SORTS
 
 ALIAS_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 AGE_RE = re.compile(r"(\d{1,9})([mhd])")
@@ -51,6 +51,13 @@ def run_filters_parse(params: Mapping[str, str]) -> tuple[dict[str, Any], list[s
         if unknown:
             errors.append(f"Unknown status '{unknown[0]}'. Use one of: {', '.join(Run.Status.values)}")
         filters["status"] = statuses
+    outcome = params.get("outcome", "").strip()
+    if outcome:
+        outcomes = [o.strip() for o in outcome.split(",") if o.strip()]
+        unknown = [o for o in outcomes if o not in OUTCOMES]
+        if unknown:
+            errors.append(f"Unknown outcome '{unknown[0]}'. Use one of: {', '.join(OUTCOMES)}")
+        filters["outcome"] = [o for o in outcomes if o in OUTCOMES]
     kind = params.get("kind", "").strip()
     if kind:
         if kind not in Run.Kind.values:

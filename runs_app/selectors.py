@@ -16,9 +16,11 @@ from django.db.models import (
     Case,
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     IntegerField,
+    OuterRef,
     Q,
     QuerySet,
     Value,
@@ -29,8 +31,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 
 from policies_app.tracker import tracker_usage
-from runs_app.engine.tools import sandbox
-from runs_app.models import TERMINAL_STATUSES, Approval, Message, Run, RunEvent, ToolCall
+from runs_app.engine.frozen import policy_of
+from runs_app.engine.tools import mcp_tools, sandbox
+from runs_app.engine.tools.mcp_client import McpTool
+from runs_app.models import TERMINAL_STATUSES, Approval, McpServerState, Message, Run, RunEvent, ToolCall
 
 PREVIEW_CHARS = 500
 # The columns of a tree node, in the order `run_tree` unpacks them (prompt and output follow,
@@ -129,8 +133,57 @@ def run_search(qs: QuerySet[Run], text: str) -> QuerySet[Run]:
     return qs
 
 
+# What a run ran into on its way (docs/runs.md, "How a run ended"): its status stays the
+# contract's (`completed` when the model answered), these marks say what happened before.
+OUTCOMES = ("denied", "refused", "tool_error")
+OUTCOME_LABELS = {"denied": "denied", "refused": "refused", "tool_error": "tool error"}
+CHILD_TOOLS = ("spawn_subagent", "delegate")
+
+
+def _failed_calls() -> QuerySet[ToolCall]:
+    return ToolCall.objects.filter(status=ToolCall.Status.DONE, result__success=False)
+
+
+def outcome_calls(outcome: str) -> QuerySet[ToolCall]:
+    """The tool calls that give a run the mark `outcome`: a call the operator denied; a
+    spawn or delegate refused before any child started (policy, depth, budget, validation);
+    any other tool call that failed."""
+    failed = _failed_calls()
+    denied = Q(approval__status=Approval.Status.DENIED)
+    if outcome == "denied":
+        return ToolCall.objects.filter(denied)
+    started_child = Exists(Run.objects.filter(parent_call_id=OuterRef("pk")))
+    if outcome == "refused":
+        return failed.filter(name__in=CHILD_TOOLS).exclude(denied).exclude(started_child)
+    return failed.exclude(name__in=CHILD_TOOLS).exclude(denied)
+
+
+def run_outcomes(run_ids: Iterable[Any]) -> dict[str, list[str]]:
+    """The marks of each of these runs (run id as text -> marks in OUTCOMES order), three
+    queries whatever their number; a run without any mark is absent."""
+    ids = list(run_ids)
+    found: dict[str, set[str]] = {}
+    if not ids:
+        return {}
+    for outcome in OUTCOMES:
+        for run_id in outcome_calls(outcome).filter(run_id__in=ids).values_list("run_id", flat=True):
+            found.setdefault(str(run_id), set()).add(outcome)
+    return {rid: [o for o in OUTCOMES if o in marks] for rid, marks in found.items()}
+
+
+def run_tree_outcomes(root_id: Any) -> dict[str, list[str]]:
+    """run_outcomes for every run of a tree, without listing its ids (three queries)."""
+    found: dict[str, set[str]] = {}
+    in_tree = Q(run__root_id=root_id) | Q(run_id=root_id)
+    for outcome in OUTCOMES:
+        for run_id in outcome_calls(outcome).filter(in_tree).values_list("run_id", flat=True):
+            found.setdefault(str(run_id), set()).add(outcome)
+    return {rid: [o for o in OUTCOMES if o in marks] for rid, marks in found.items()}
+
+
 def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
-    """Runs, newest first. Filters (all optional): status (one or a list), agent, kind, root,
+    """Runs, newest first. Filters (all optional): status (one or a list), outcome (a list of
+    OUTCOMES, all of which the run has), agent, kind, root,
     since, until, user (a username), roots (top-level runs only), q (full-text search), sort
     (a key of RUN_SORTS). Each run carries `duration` and `tokens` (run_child_counts gives
     a page's child counts)."""
@@ -141,6 +194,8 @@ def run_list(filters: Mapping[str, Any]) -> QuerySet[Run]:
     status = filters.get("status")
     if status:
         qs = qs.filter(status__in=[status] if isinstance(status, str) else list(status))
+    for outcome in filters.get("outcome") or ():
+        qs = qs.filter(pk__in=outcome_calls(outcome).values("run_id"))
     if filters.get("agent"):
         qs = qs.filter(agent=filters["agent"])
     if filters.get("kind"):
@@ -366,6 +421,7 @@ def _tool_call_json(c: ToolCall, children: list[str]) -> dict[str, Any]:
         if approval is None
         else {"id": approval.pk, "status": approval.status, "reason": approval.reason},
         "created_at": _iso(c.created_at),
+        "finished_at": _iso(c.finished_at),
     }
 
 
@@ -387,6 +443,26 @@ def run_transcript(run: Run) -> dict[str, Any]:
     }
 
 
+def conversation_list(run: Run, *, limit: int = 200) -> list[Run]:
+    """The runs of `run`'s conversation: the first run, every run that continues one of them,
+    oldest first (a run continued twice is a fork: both branches are listed, by time)."""
+    first = run
+    seen = {run.pk}
+    while first.continued_from_id is not None and first.continued_from_id not in seen:
+        earlier = Run.objects.filter(pk=first.continued_from_id).first()
+        if earlier is None:
+            break
+        seen.add(earlier.pk)
+        first = earlier
+    found = {first.pk: first}
+    frontier = [first.pk]
+    while frontier and len(found) < limit:
+        later = list(Run.objects.filter(continued_from_id__in=frontier).exclude(pk__in=list(found)))
+        found.update((r.pk, r) for r in later)
+        frontier = [r.pk for r in later]
+    return sorted(found.values(), key=lambda r: (r.created_at, str(r.pk)))[:limit]
+
+
 def approval_get(approval_id: Any) -> Approval | None:
     try:
         pk = int(approval_id)
@@ -395,12 +471,17 @@ def approval_get(approval_id: Any) -> Approval | None:
     return Approval.objects.select_related("tool_call", "run").filter(pk=pk).first()
 
 
-def approval_list(*, status: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+def approval_list(
+    *, status: str | None = None, limit: int = 200, root_id: Any = None
+) -> list[dict[str, Any]]:
     """Approvals, pending first then newest, each with its tool call and its chain of runs
-    from the root down to the run that asked (two queries besides the approvals)."""
+    from the root down to the run that asked (two queries besides the approvals); with
+    `root_id`, only those of that tree."""
     qs = Approval.objects.select_related("tool_call", "run", "decided_by")
     if status:
         qs = qs.filter(status=status)
+    if root_id is not None:
+        qs = qs.filter(Q(run__root_id=root_id) | Q(run_id=root_id))
     qs = qs.annotate(
         pending_first=Case(
             When(status=Approval.Status.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()
@@ -631,7 +712,48 @@ def run_permissions(run: Run) -> dict[str, Any]:
             else ("on (bubblewrap)" if host.available else "unavailable: shell refuses to run"),
         },
         "workspace": run.workspace,
+        "mcp": run_mcp_tools(run),
     }
+
+
+def run_mcp_tools(run: Run) -> list[dict[str, Any]]:
+    """The MCP tools of a run's frozen servers, as the workers last listed them, each admitted,
+    gated (an approval before each call) or blocked, with the reason. Servers never started
+    yet show one row saying so: the page never starts a server."""
+    if not run.snapshot_id:
+        return []
+    policy = policy_of(run)
+    if not policy.mcp:
+        return []
+    states = {s.server: s for s in McpServerState.objects.filter(server__in=[m.name for m in policy.mcp])}
+    listed: dict[str, list[McpTool] | str] = {}
+    for server in policy.mcp:
+        state = states.get(server.name)
+        if state is None or (not state.tools and state.last_error):
+            listed[server.name] = state.last_error if state else "not started yet"
+        else:
+            listed[server.name] = [
+                McpTool(t.get("name", ""), t.get("description", ""), {}, t.get("annotations") or {})
+                for t in state.tools
+            ]
+    found = mcp_tools.verdicts(mcp_tools.run_mcp(policy, run.workspace), listed)
+    return [{"name": v.name, "server": v.server, "status": v.status, "reason": v.reason} for v in found]
+
+
+def mcp_server_states() -> list[dict[str, Any]]:
+    """What the workers last saw of each MCP server (tools listed, last error, last call), for
+    the dashboard's MCP page."""
+    return [
+        {
+            "server": s.server,
+            "tools": [t.get("name", "") for t in s.tools],
+            "started_at": s.started_at,
+            "last_call_at": s.last_call_at,
+            "last_error": s.last_error,
+            "last_error_at": s.last_error_at,
+        }
+        for s in McpServerState.objects.order_by("server")
+    ]
 
 
 # The home page's charts: (name, length, bucket) of each window, in hours.

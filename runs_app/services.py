@@ -69,7 +69,12 @@ def _admission(snap: ConfigSnapshot, alias: str) -> tuple[AgentSpec, FrozenPolic
     if risk is None or provider is None:
         raise RunServiceError(f"Agent '{alias}' is not runnable: its configuration is incomplete", "invalid")
     policy = FrozenPolicy(
-        risk=risk, runtime=snap.runtime_of(spec), provider=provider, chain=provider_chain(snap, provider)
+        risk=risk,
+        runtime=snap.runtime_of(spec),
+        provider=provider,
+        chain=provider_chain(snap, provider),
+        mcp=snap.mcp_servers_of(spec),
+        mcp_deferred=snap.mcp.deferred_loading,
     )
     return spec, policy
 
@@ -85,6 +90,7 @@ def run_start(
     history: list[Message] | None = None,
     continued_from: Run | None = None,
     first_message: str | None = None,
+    spawn_site: str = "",
 ) -> Run:
     if not isinstance(prompt, str) or not prompt.strip():
         raise RunServiceError("Missing or empty 'prompt' parameter", "invalid")
@@ -115,6 +121,7 @@ def run_start(
                 history=history,
                 continued_from=continued_from,
                 first_message=first_message,
+                spawn_site=spawn_site,
             )
     except IntegrityError:
         # Two requests with one idempotency key raced: the other one created the run.
@@ -196,14 +203,16 @@ def run_steer(*, run: Run, user: Any, message: str) -> Steer:
     return steer
 
 
-def run_continue(*, run: Run, user: Any, prompt: str) -> Run:
+def run_continue(*, run: Run, user: Any, prompt: str, spawn_site: str = "") -> Run:
     if run.status not in TERMINAL_STATUSES:
         raise RunServiceError(f"Run is still {run.status}; only a finished run can be continued", "conflict")
     history = stored_conversation(run)
-    return run_start(agent=run.agent, prompt=prompt, user=user, history=history, continued_from=run)
+    return run_start(
+        agent=run.agent, prompt=prompt, user=user, history=history, continued_from=run, spawn_site=spawn_site
+    )
 
 
-def run_resume(*, run: Run, user: Any) -> Run:
+def run_resume(*, run: Run, user: Any, spawn_site: str = "") -> Run:
     """An operator's decision to resume a `lost` run: a new run continues from the lost run's
     transcript after its last completed step (the lost run itself stays `lost`)."""
     if run.status != Run.Status.LOST:
@@ -238,6 +247,7 @@ def run_resume(*, run: Run, user: Any) -> Run:
             # The model turns kept count as done: the resumed run goes on from the next one
             # (and the iteration cap keeps counting the whole conversation).
             turns=sum(1 for r in rows if r.role == "assistant"),
+            spawn_site=spawn_site,
         )
     return new
 
@@ -266,6 +276,7 @@ def schedules_fire_due(now: datetime | None = None) -> list[Run]:
                     prompt=f"[cron:{schedule.pk} {schedule.name}] {schedule.prompt}",
                     user=schedule.created_by,
                     kind=Run.Kind.CRON,
+                    spawn_site=Run.SpawnSite.CRON,
                 )
             except RunServiceError:
                 continue

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from runs_app import events
 from runs_app.engine import dispatch, heartbeat, timers, transitions
 from runs_app.engine import messages as msg
 from runs_app.engine.cancel import end_with_descendants
@@ -49,12 +50,13 @@ def reap_once(
     # a run owned under another worker id (another process, an earlier boot) has no such excuse.
     for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
         if run.model_call_at is not None:
-            if transitions.move(
-                run, [Run.Status.RUNNING], Run.Status.QUEUED, event="run.queued",
-                data={"reason": msg.MODEL_CALL_AGAIN}, owner="", model_call_at=None,
-            ):  # fmt: skip
-                dispatch.runnable(run.pk)
-                counts["recalled"] += 1
+            with events.tree_tx(run.root_id or run.pk):
+                if transitions.move(
+                    run, [Run.Status.RUNNING], Run.Status.QUEUED, event="run.queued",
+                    data={"reason": msg.MODEL_CALL_AGAIN}, owner="", model_call_at=None,
+                ):  # fmt: skip
+                    dispatch.runnable(run.pk)
+                    counts["recalled"] += 1
             continue
         # Its descendants are cancelled with it: nothing would ever read what they hand back.
         if end_with_descendants(run, status=Run.Status.LOST, error=msg.RUN_LOST):
@@ -86,6 +88,7 @@ def reap_once(
         tool_calls__status=ToolCall.Status.PENDING
     ) | Run.objects.filter(status=Run.Status.AWAITING_APPROVAL).exclude(approvals__status="pending")
     for run in unblocked.distinct():
-        if wake_if_ready(run):
-            counts["woken"] += 1
+        with events.tree_tx(run.root_id or run.pk):
+            if wake_if_ready(run):
+                counts["woken"] += 1
     return counts

@@ -4,7 +4,7 @@ the waterfall, and how a duration is written.
 Offsets are milliseconds from the root's start. A node is drawn inside its parent: its start
 is never before the parent's, its end never after the parent's end (a cancelled child that
 wrote its end a little after its parent's would otherwise look longer than the parent), and
-its calls are drawn inside it the same way. Durations are floored, never rounded, so a span
+its calls are drawn inside it the same way (a call still open when its run ended stops there). Durations are floored, never rounded, so a span
 that is no longer than another is never written as longer."""
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ def _clamped_span(span: dict[str, Any], t0: datetime, low: float, high: float | 
     start = _ms(span["start"], t0)
     end = _ms(span["end"], t0)
     s = _clamp(start if start is not None else low, low, high)
+    if end is None and high is not None:
+        # The run ended while the call was open (cancelled, timed out, lost): the call was
+        # closed with it, so its bar stops at the run's end instead of growing on.
+        return {**span, "s_ms": s, "e_ms": high, "closed": True}
     e = None if end is None else _clamp(end, s, high)
     return {**span, "s_ms": s, "e_ms": e}
 

@@ -53,19 +53,28 @@ def _lane(n: dict[str, Any]) -> str:
     running = " running" if e is None else ""
     parts = [
         f'<span class="lane"><i class="bar status-{status}{running}" style="{_bar_style(s, e, now)}" '
-        f'title="{_e(n["agent"])} · {_e(duration_text(n.get("duration_ms")))}"></i>'
+        f'title="{_e(n["agent"])} · {status} · {_e(duration_text(n.get("duration_ms")))}"></i>'
     ]
     for span in n.get("spans", ()):
         ss, se = span["s_ms"], span["e_ms"]
         kind = "model" if span["kind"] == "model" else "tool"
         state = " failed" if not span["ok"] else (" running" if se is None else "")
         took = duration_text(se - ss) if se is not None else "running"
+        if span.get("closed"):
+            state, took = " closed", f"cancelled after {duration_text(se - ss)}"
         label = f"{'model' if kind == 'model' else 'tool'} {span['name']} · {took}"
         parts.append(
             f'<i class="span span-{kind}{state}" style="{_bar_style(ss, se, now)}" title="{_e(label)}"></i>'
         )
     parts.append("</span>")
     return "".join(parts)
+
+
+def _outcomes(n: dict[str, Any]) -> str:
+    """A badge per mark of what the run ran into (a denial, a refusal, a tool error)."""
+    return "".join(
+        f'<span class="badge outcome" data-outcome="{_e(o)}">{_e(o)}</span> ' for o in n.get("outcomes", ())
+    )
 
 
 def _head(n: dict[str, Any], oob: bool) -> str:
@@ -93,6 +102,7 @@ def _head(n: dict[str, Any], oob: bool) -> str:
         f'<span class="node-label" style="--level:{int(n.get("level", 0))}">'
         f'<button type="button" class="twisty" tabindex="-1" aria-label="fold or unfold">▾</button>'
         f'<span class="badge status-{status}" id="run-{rid}-status">{status}</span> '
+        f"{_outcomes(n)}"
         f'<span class="agent">{_e(n["agent"])}</span>{named} <span class="meta">{_e(kind)}</span>{parallel} '
         f'{_duration(n)} <span class="meta tokens" id="run-{rid}-tokens">{_e(_tokens(n))}</span> '
         f"{preview}</span>{_lane(n)}</div>"

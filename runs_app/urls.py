@@ -1,9 +1,10 @@
 from django.urls import URLPattern, URLResolver, path
 
-from runs_app import schedule_views, views
+from runs_app import mcp_state, schedule_views, views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
+    path("mcp/state/", mcp_state.mcp_state_fragment, name="mcp-state"),
     path("home/live/", views.home_live, name="home-live"),
     path("home/charts/", views.home_charts, name="home-charts"),
     path("runs/", views.run_list, name="runs-page"),
@@ -17,6 +18,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("runs/<uuid:run_id>/steer/", views.run_steer_view, name="run-steer-page"),
     path("runs/<uuid:run_id>/resume/", views.run_resume_view, name="run-resume-page"),
     path("runs/<uuid:run_id>/continue/", views.run_continue_view, name="run-continue-page"),
+    path("runs/<uuid:run_id>/conversation/", views.conversation_page, name="run-conversation-page"),
     path("approvals/", views.approvals_page, name="approvals-page"),
     path("approvals/live/", views.approvals_live, name="approvals-live"),
     path("approvals/bulk/", views.approvals_bulk_view, name="approvals-bulk"),

@@ -20,13 +20,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agents_app.models import Agent
 from agents_app.selectors import config_snapshot_get
 from agents_app.web import operator_required, viewer_required
+from policies_app.policy import is_mcp_name, mcp_server_of
 from policies_app.tracker import tracker_usage
-from runs_app import selectors, trace, tree_html
+from runs_app import exchanges, selectors, trace, tree_html
 from runs_app.api.throttling import dashboard_throttle
 from runs_app.engine.outcomes import result_view
 from runs_app.engine.tools import sandbox
 from runs_app.events import event_json
-from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent
+from runs_app.models import TERMINAL_STATUSES, Approval, Run, RunEvent, Steer
 from runs_app.run_filters import run_filters_parse
 from runs_app.services import (
     RunServiceError,
@@ -40,6 +41,7 @@ from runs_app.services import (
     run_steer,
 )
 from runs_app.templatetags.clawboard import money
+from traces_app.selectors import export_status
 
 STATUSES = [s for s, _ in Run.Status.choices]
 KINDS = [k for k, _ in Run.Kind.choices]
@@ -60,6 +62,8 @@ def _gauges() -> list[dict[str, Any]]:
     snap = config_snapshot_get()
     rows = []
     for alias, spec in snap.agents.items():
+        if not spec.enabled:  # a disabled agent spends nothing: no gauge to watch
+            continue
         runtime = snap.runtime_of(spec)
         usage = tracker_usage(key=alias)
         actions_pct = (
@@ -102,7 +106,20 @@ def _home_context() -> dict[str, Any]:
             )[:20]
         ),
         "sandbox": sandbox.status(),
+        "sandbox_fix": _sandbox_fix(sandbox.status()),
+        "trace_export": export_status(),
     }
+
+
+def _sandbox_fix(status: sandbox.SandboxStatus) -> str:
+    """The command that gives this host what the sandbox is missing ("" when it works)."""
+    if status.available:
+        return ""
+    if "not installed" in status.detail and "bubblewrap" in status.detail:
+        return "make bwrap  (or: sudo apt-get install -y bubblewrap)"
+    if "util-linux" in status.detail:
+        return "sudo apt-get install -y util-linux"
+    return "sudo sysctl -w kernel.unprivileged_userns_clone=1  (user namespaces must be allowed)"
 
 
 @viewer_required
@@ -129,6 +146,9 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters, errors = run_filters_parse(request.GET)
     runs = selectors.run_list(filters) if not errors else Run.objects.none()
     page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    marks = selectors.run_outcomes(r.pk for r in page)
+    for r in page:
+        r.outcomes = [selectors.OUTCOME_LABELS[o] for o in marks.get(str(r.pk), ())]  # type: ignore[attr-defined]
     if filters.get("roots"):
         counts = selectors.run_child_counts(r.pk for r in page)
         for r in page:
@@ -145,11 +165,24 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "errors": errors,
             "statuses": STATUSES,
             "kinds": KINDS,
+            "outcomes": [(o, selectors.OUTCOME_LABELS[o]) for o in selectors.OUTCOMES],
+            "status_known": all(x.strip() in STATUSES for x in request.GET.get("status", "").split(",")),
             "sorts": list(selectors.RUN_SORTS),
             "agents": list(Agent.objects.filter(enabled=True).values_list("alias", flat=True)),
             "f": {
                 k: request.GET.get(k, "")
-                for k in ("status", "kind", "agent", "user", "since", "until", "q", "sort", "scope")
+                for k in (
+                    "status",
+                    "outcome",
+                    "kind",
+                    "agent",
+                    "user",
+                    "since",
+                    "until",
+                    "q",
+                    "sort",
+                    "scope",
+                )
             },
             "roots": bool(filters.get("roots")),
             "query": query.urlencode(),
@@ -170,6 +203,7 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
             prompt=request.POST.get("prompt", ""),
             context=request.POST.get("context", ""),
             user=request.user,
+            spawn_site=Run.SpawnSite.DASHBOARD,
         )
     except RunServiceError as exc:
         messages.error(request, exc.message)
@@ -184,6 +218,10 @@ def _trace_tree(root_id: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run tree laid out on the waterfall (two queries whatever its size)."""
     tree = selectors.run_tree(root_id)
     meta = trace.layout(tree, selectors.run_spans(root_id), timezone.now())
+    marks = selectors.run_tree_outcomes(root_id)
+    if marks:
+        for node in tree_html.index(tree).values():
+            node["outcomes"] = [selectors.OUTCOME_LABELS[o] for o in marks.get(node["id"], ())]
     return tree, meta
 
 
@@ -209,12 +247,33 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             "last_event": last_event,
             **_controls_context(request, run),
             "focus": str(run.pk) if run.pk != root_id else "",
+            "continues": run.continued_from,
+            "continued_in": list(run.continuations.order_by("created_at")[:20]),
         },
     )
 
 
+@viewer_required
+def conversation_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """The runs that continue one another, in order: a conversation as one thread."""
+    run = _run_or_404(run_id)
+    thread = selectors.conversation_list(run)
+    return render(request, "runs/conversation.html", {"run": run, "thread": thread})
+
+
 def _controls_context(request: HttpRequest, run: Run, **extra: Any) -> dict[str, Any]:
-    return {"run": run, "can_control": can_control(request.user, run), **extra}
+    """The Controls panel: besides Cancel/Steer/Continue, the approvals pending anywhere in
+    the run's tree (the run waits on them, whichever node asked), decidable there."""
+    return {
+        "run": run,
+        "can_control": can_control(request.user, run),
+        "tree_approvals": selectors.approval_list(
+            status=Approval.Status.PENDING, limit=50, root_id=run.root_id or run.pk
+        ),
+        # a queued steer is still to be delivered: its notice stays until then
+        "steer_pending": not run.is_terminal and Steer.objects.filter(run=run, delivered=False).exists(),
+        **extra,
+    }
 
 
 @viewer_required
@@ -286,6 +345,7 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
             **c,
             "arguments_json": linked_json(c["arguments"], tree_runs),
             "result_json": linked_json(c["result"], tree_runs) if c["result"] is not None else "",
+            "server": mcp_server_of(c["name"]) if is_mcp_name(c["name"]) else "",
             "duration": trace.duration_text(timings.get(c["call_id"], {}).get("duration_ms"))
             if timings.get(c["call_id"], {}).get("duration_ms") is not None
             else "",
@@ -293,8 +353,18 @@ def run_detail(request: HttpRequest, run_id: Any) -> HttpResponse:
         for c in transcript["tool_calls"]
     ]
     model_calls = [
-        {**m, "latency": trace.duration_text(m["latency_ms"]), "cost": money(m["cost_cents"])}
-        for m in selectors.run_model_calls(run)
+        {
+            **m,
+            "latency": trace.duration_text(m["latency_ms"]),
+            "cost": money(m["cost_cents"]),
+            "answer_calls_json": _pretty(m["answer_calls"]) if m["answer_calls"] else "",
+            "sent": [
+                {**x, "calls_json": _pretty(x["tool_calls"]) if x["tool_calls"] else ""} for x in m["sent"]
+            ],
+        }
+        for m in exchanges.model_exchanges(
+            run.system_prompt, transcript["messages"], selectors.run_model_calls(run)
+        )
     ]
     started, finished = run.started_at or run.created_at, run.finished_at
     permissions = selectors.run_permissions(run)
@@ -473,7 +543,7 @@ def run_resume_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_resume(run=run, user=request.user)
+        new = run_resume(run=run, user=request.user, spawn_site=Run.SpawnSite.DASHBOARD)
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")
@@ -487,7 +557,12 @@ def run_continue_view(request: HttpRequest, run_id: Any) -> HttpResponse:
     if (refusal := dashboard_throttle(request)) is not None:
         return refusal
     try:
-        new = run_continue(run=run, user=request.user, prompt=request.POST.get("prompt", ""))
+        new = run_continue(
+            run=run,
+            user=request.user,
+            prompt=request.POST.get("prompt", ""),
+            spawn_site=Run.SpawnSite.DASHBOARD,
+        )
     except RunServiceError as exc:
         messages.error(request, exc.message)
         return redirect(f"/runs/{run.pk}/")
@@ -551,6 +626,16 @@ def approval_decide_view(request: HttpRequest, approval_id: int, decision: str) 
     return redirect(_safe_next(request, "/approvals/"))
 
 
+def approval_label(approval: Approval) -> str:
+    """An approval in the inbox's own terms (its ids appear nowhere on the page): the tool,
+    the agent that asked, the run (its id's first 8 characters, as the page shows them in
+    bold) and the start of the run's prompt."""
+    run = approval.run
+    prompt = " ".join(run.prompt.split())
+    short = prompt if len(prompt) <= 40 else prompt[:39] + "…"
+    return f"{approval.tool_call.name} of {run.agent} in run {str(run.pk)[:8]} (“{short}”)"
+
+
 @operator_required
 @require_POST
 def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
@@ -587,9 +672,9 @@ def approvals_bulk_view(request: HttpRequest) -> HttpResponse:
             approval_decide(
                 approval=approval, user=request.user, approve=decision == "approve", reason=reason
             )
-            done.append(f"#{approval.pk}")
+            done.append(approval_label(approval))
         except RunServiceError as exc:
-            failed.append(f"#{approval.pk}: {exc.message}")
+            failed.append(f"{approval_label(approval)}: {exc.message}")
     if done:
         verb = "Approved" if decision == "approve" else "Denied"
         noun = "approval" if len(done) == 1 else "approvals"

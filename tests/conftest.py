@@ -15,16 +15,19 @@ def _data_dir(settings: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_trace_export(settings: pytest.FixtureRequest) -> None:
+    """Whatever OTEL_* variables the shell has, a test exports traces only when it says so."""
+    settings.CLAWBOARD_TRACES_EXPORT = False  # type: ignore[attr-defined]
+    settings.CLAWBOARD_TRACES_CAPTURE = False  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """The run-rate counters live in the cache, and user ids repeat across tests: each test
-    starts with none. The claims' limit is read again from the test's own database too (a
-    flush between tests deletes the row without a save that would tell the cache)."""
+    starts with none."""
     from django.core.cache import cache
 
-    from runs_app.engine import claims
-
     cache.clear()
-    claims.forget_limit()
 
 
 _worker = None

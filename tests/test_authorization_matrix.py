@@ -45,6 +45,8 @@ CALLERS["admin"] = ADMIN
 CALLER_RANK = {"anonymous": 0, "norole": 1, "viewer": 2, "operator": 3, "admin": 4}
 
 KINDS = ("agents", "risk-profiles", "runtime-profiles", "providers")
+# Configuration kinds edited on the MCP page (no list page nor live preview of their own).
+MCP_KINDS = ("mcp/servers", "mcp/bundles")
 
 # (route as the resolver spells it) -> {method: least role}
 API: dict[str, dict[str, str]] = {
@@ -52,8 +54,11 @@ API: dict[str, dict[str, str]] = {
     "api/docs/": {"GET": PUBLIC},
     "api/redoc/": {"GET": PUBLIC},
     "api/v1/health/": {"GET": PUBLIC},
-    "api/v1/agents/<str:alias>/roster/": {"GET": VIEWER},
-    "api/v1/agents/<str:alias>/tools/": {"GET": VIEWER},
+    "api/v1/agents/<str:key>/roster/": {"GET": VIEWER},
+    "api/v1/agents/<str:key>/tools/": {"GET": VIEWER},
+    "api/v1/agents/<str:key>/mcp-servers/": {"GET": VIEWER},
+    "api/v1/mcp/": {"GET": VIEWER, "PUT": ADMIN, "PATCH": ADMIN},
+    "api/v1/mcp/import/": {"POST": ADMIN},
     "api/v1/policy/check/": {"POST": VIEWER},
     "api/v1/config/": {"GET": VIEWER, "POST": ADMIN},
     "api/v1/config/revisions/": {"GET": VIEWER},
@@ -87,7 +92,7 @@ API: dict[str, dict[str, str]] = {
     # Any other URL under /api/v1/: the API's JSON 404, to anyone.
     "api/v1/^.*$": {"GET": PUBLIC, "POST": PUBLIC},
 }
-for _kind in KINDS:
+for _kind in KINDS + MCP_KINDS:
     API[f"api/v1/{_kind}/"] = {"GET": VIEWER, "POST": ADMIN}
     API[f"api/v1/{_kind}/<str:key>/"] = {"GET": VIEWER, "PUT": ADMIN, "PATCH": ADMIN, "DELETE": ADMIN}
 
@@ -115,6 +120,7 @@ PAGES: dict[str, dict[str, str]] = {
     "runs/<uuid:run_id>/steer/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/resume/": {"POST": OPERATOR},
     "runs/<uuid:run_id>/continue/": {"POST": OPERATOR},
+    "runs/<uuid:run_id>/conversation/": {"GET": VIEWER},
     "approvals/": {"GET": VIEWER},
     "approvals/live/": {"GET": VIEWER},
     "approvals/bulk/": {"POST": OPERATOR},
@@ -132,7 +138,21 @@ PAGES: dict[str, dict[str, str]] = {
     "config/import/": {"POST": ADMIN},
     "config/revisions/<int:pk>/": {"GET": VIEWER},
     "config/revisions/<int:pk>/restore/": {"POST": ADMIN},
+    "mcp/": {"GET": VIEWER},
+    "mcp/state/": {"GET": VIEWER},
+    "mcp/settings/": {"POST": ADMIN},
+    "mcp/import/preview/": {"POST": ADMIN},
+    "mcp/import/": {"POST": ADMIN},
 }
+for _kind in MCP_KINDS:
+    PAGES.update(
+        {
+            f"{_kind}/": {"GET": VIEWER},
+            f"{_kind}/new/": {"GET": VIEWER, "POST": ADMIN},
+            f"{_kind}/<str:key>/": {"GET": VIEWER, "POST": ADMIN},
+            f"{_kind}/<str:key>/delete/": {"GET": ADMIN, "POST": ADMIN},
+        }
+    )
 for _kind in KINDS:
     PAGES.update(
         {
@@ -157,6 +177,8 @@ KEYS = {
     "risk-profiles": "team",
     "runtime-profiles": "agentic",
     "providers": "scripted.demo",
+    "mcp/servers": "sample",
+    "mcp/bundles": "kit",
 }
 
 
@@ -248,7 +270,7 @@ class World:
             "uidb64": "MQ",
             "token": "not-a-token",
         }
-        kind = next((k for k in KINDS if route.startswith((f"{k}/", f"api/v1/{k}/"))), None)
+        kind = next((k for k in KINDS + MCP_KINDS if route.startswith((f"{k}/", f"api/v1/{k}/"))), None)
         if kind is not None:
             values["key"] = KEYS[kind]
 

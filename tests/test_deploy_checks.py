@@ -26,7 +26,14 @@ def manage(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProces
 
 def test_check_deploy_reports_no_issues_with_production_settings(tmp_path: Path) -> None:
     secret_key = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(50))
-    result = manage("check", "--deploy", data_dir=tmp_path, DJANGO_DEBUG="false", SECRET_KEY=secret_key)
+    result = manage(
+        "check",
+        "--deploy",
+        data_dir=tmp_path,
+        DJANGO_DEBUG="false",
+        CLAWBOARD_TLS="true",
+        SECRET_KEY=secret_key,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout == "System check identified no issues (0 silenced).\n"

@@ -249,7 +249,7 @@ def settings_in_subprocess(tmp_path: Path, **env: str) -> dict[str, Any]:
 
 
 def test_production_settings_make_cookies_secure_and_send_hsts(tmp_path: Path) -> None:
-    prod = settings_in_subprocess(tmp_path, DJANGO_DEBUG="false", SECRET_KEY="k" * 60)
+    prod = settings_in_subprocess(tmp_path, DJANGO_DEBUG="false", CLAWBOARD_TLS="true", SECRET_KEY="k" * 60)
     assert prod["DEBUG"] is False
     assert prod["SESSION_COOKIE_SECURE"] is True
     assert prod["CSRF_COOKIE_SECURE"] is True
@@ -262,3 +262,15 @@ def test_production_settings_make_cookies_secure_and_send_hsts(tmp_path: Path) -
     # The development default serves plain http on localhost, so its cookies cannot be Secure.
     dev = settings_in_subprocess(tmp_path, DJANGO_DEBUG="true")
     assert dev["DEBUG"] is True and dev["SESSION_COOKIE_SECURE"] is False
+
+
+def test_the_embedded_default_has_debug_off_and_no_https_redirect(tmp_path: Path) -> None:
+    env = {k: "" for k in ("DJANGO_DEBUG", "CLAWBOARD_TLS")}
+    embedded = settings_in_subprocess(tmp_path, **env)
+    assert embedded["DEBUG"] is False
+    # `make run` serves plain http on 127.0.0.1: a redirect to https or Secure cookies would
+    # lock the operator out, so those follow CLAWBOARD_TLS, not DEBUG.
+    assert embedded["SECURE_SSL_REDIRECT"] is False
+    assert embedded["SESSION_COOKIE_SECURE"] is False
+    assert embedded["CSRF_COOKIE_SECURE"] is False
+    assert embedded["SECURE_HSTS_SECONDS"] == 0

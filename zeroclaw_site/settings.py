@@ -5,7 +5,9 @@ import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
+from traces_app import config as traces_config
 from zeroclaw_site.dbpool import pool_max_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -13,7 +15,13 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
+# Off unless asked for (`make run DEBUG=1`): Django's debug pages list every URL pattern and
+# setting, so they are never reachable by default.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# Served behind TLS (a proxy that terminates HTTPS): the HTTPS redirect, Secure cookies and
+# HSTS. Its own setting, not DEBUG's opposite: the embedded default serves plain HTTP on
+# 127.0.0.1 with DEBUG off, where all three would lock the operator out.
+CLAWBOARD_TLS = env.bool("CLAWBOARD_TLS", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-clawboard-key-change-me-in-production-0123456789")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -22,6 +30,11 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)  # a fresh clone has no var/ yet; SQ
 # Fernet keys (comma-separated, the first encrypts) for provider API keys kept in the database;
 # empty = embedded mode generates DATA_DIR/encryption-key.txt (agents_app/secrets.py).
 CLAWBOARD_ENCRYPTION_KEY = env.str("CLAWBOARD_ENCRYPTION_KEY", default="")
+# Where MCP servers are installed ahead of time (npm packages under node_modules/.bin, PyPI ones
+# under venv/bin): a launcher such as `npx -y <pkg>` is resolved against it (docs/configuration.md).
+MCP_SERVERS_DIR = Path(
+    env.str("MCP_SERVERS_DIR", default=str(Path.home() / ".cache" / "clawboard" / "mcp"))
+).expanduser()
 
 INSTALLED_APPS = [
     "daphne",
@@ -40,6 +53,7 @@ INSTALLED_APPS = [
     "policies_app",
     "agents_app",
     "runs_app",
+    "traces_app",
 ]
 
 MIDDLEWARE = [
@@ -225,9 +239,20 @@ if CELERY_BROKER_URL.startswith("redis"):
 CELERY_BEAT_SCHEDULE = {
     "reap": {"task": "runs.reap", "schedule": CLAWBOARD_REAP_SECS},
     "fire-schedules": {"task": "runs.fire_schedules", "schedule": 30.0},
+    "export-traces": {"task": "traces.sweep", "schedule": CLAWBOARD_REAP_SECS},
 }
 
-if not DEBUG:
+CSRF_FAILURE_VIEW = "zeroclaw_site.views.csrf_failure"
+
+# Traces of runs over OTLP/HTTP (traces_app, docs/deployment.md#traces): on when the SDK's
+# endpoint variable is set; prompts and tool arguments only with the GenAI content switch.
+CLAWBOARD_TRACES_EXPORT = traces_config.export_enabled()
+CLAWBOARD_TRACES_CAPTURE = traces_config.capture_content()
+# How far back the sweep looks for ended trees never exported (a lost task message).
+CLAWBOARD_TRACES_HORIZON_HOURS = env.float("CLAWBOARD_TRACES_HORIZON_HOURS", default=24.0)
+CLAWBOARD_TRACES_SPANS_PER_TASK = env.int("CLAWBOARD_TRACES_SPANS_PER_TASK", default=5000)
+
+if CLAWBOARD_TLS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
@@ -236,9 +261,27 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# CLAWBOARD_LOG_FORMAT=json: one JSON object per line, a run's records with its ids
+# (zeroclaw_site/jsonlogs.py); the server's and the workers' logs alike.
+CLAWBOARD_LOG_FORMAT = env.str("CLAWBOARD_LOG_FORMAT", default="text")
+if CLAWBOARD_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"CLAWBOARD_LOG_FORMAT must be text or json, not {CLAWBOARD_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"run": {"()": "zeroclaw_site.jsonlogs.RunFilter"}},
+    "formatters": {
+        "text": {"format": "%(message)s"},
+        "json": {"()": "zeroclaw_site.jsonlogs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["run"],
+            "formatter": CLAWBOARD_LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
 }
+# A Celery worker keeps the handlers above instead of installing its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

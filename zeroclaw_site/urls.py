@@ -20,3 +20,8 @@ urlpatterns = [
     path("", include("agents_app.urls")),
     path("", include("runs_app.urls")),
 ]
+
+handler400 = "zeroclaw_site.views.bad_request"
+handler403 = "zeroclaw_site.views.permission_denied"
+handler404 = "zeroclaw_site.views.page_not_found"
+handler500 = "zeroclaw_site.views.server_error"

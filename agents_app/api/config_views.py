@@ -1,4 +1,5 @@
-"""REST API for configuration (SPEC §10): CRUD by alias, roster, tools, import/export, revisions."""
+"""REST API for configuration (SPEC §10): CRUD by alias, roster, tools, import/export, revisions,
+MCP servers and bundles, the `[mcp]` switches and the mcpServers JSON import."""
 
 from __future__ import annotations
 
@@ -28,8 +29,17 @@ from agents_app.config_io import (
     parse_toml,
     snapshot_to_document,
 )
-from agents_app.entries import EntryNotFound, delete_dry_run, entry_create, entry_delete, entry_update
-from agents_app.imports import import_apply, import_plan
+from agents_app.entries import (
+    EntryNotFound,
+    delete_dry_run,
+    entry_create,
+    entry_delete,
+    entry_update,
+    mcp_settings_update,
+)
+from agents_app.imports import ImportPlan, import_apply, import_plan
+from agents_app.mcp_grants import mcp_grants
+from agents_app.mcp_json import mcp_json_read
 from agents_app.models import ConfigRevision
 from agents_app.representation import entry_to_json
 from agents_app.selectors import config_revision_list, config_snapshot_get
@@ -193,28 +203,107 @@ class ConfigApi(APIView):
             raise ConfigInvalid([("", str(exc))]) from exc
         except ConfigShapeError as exc:
             raise ConfigInvalid(list(exc.errors)) from exc
-        revision: Any = None
-        if dry_run:
-            plan = import_plan(result, prune=prune)
-            if plan.errors:
-                raise ConfigInvalid(plan.errors)
-        else:
-            try:
-                plan, revision = import_apply(result, prune=prune, user=request.user, summary="import")
-            except ConfigValidationError as exc:
-                raise ConfigInvalid(exc.errors) from exc
-        body: dict[str, Any] = {
-            "dry_run": dry_run,
-            "prune": prune,
-            "warnings": plan.warnings,
-            "changes": plan.changes,
-            "kept": plan.kept,
-            "summary": plan.summary_lines(),
-            "diff": plan.diff,
-        }
-        if not dry_run:
-            body["revision"] = revision.pk if revision else None
-        return Response(body)
+        return Response(_run_import(request, result, dry_run=dry_run, prune=prune, summary="import"))
+
+
+def _run_import(
+    request: Request, result: Any, *, dry_run: bool, prune: bool, summary: str, bundle: str = ""
+) -> dict[str, Any]:
+    """The dry run or the import itself, answered in the one shape every import has."""
+    revision: Any = None
+    plan: ImportPlan
+    if dry_run:
+        plan = import_plan(result, prune=prune, bundle=bundle)
+        if plan.errors:
+            raise ConfigInvalid(plan.errors)
+    else:
+        try:
+            plan, revision = import_apply(
+                result, prune=prune, user=request.user, summary=summary, bundle=bundle
+            )
+        except ConfigValidationError as exc:
+            raise ConfigInvalid(exc.errors) from exc
+    body: dict[str, Any] = {
+        "dry_run": dry_run,
+        "prune": prune,
+        "warnings": plan.warnings,
+        "changes": plan.changes,
+        "kept": plan.kept,
+        "summary": plan.summary_lines(),
+        "diff": plan.diff,
+    }
+    if not dry_run:
+        body["revision"] = revision.pk if revision else None
+    return body
+
+
+class McpSettingsApi(APIView):
+    """The `[mcp]` switches: `enabled` and `deferred_loading`."""
+
+    permission_classes = [ReadViewerWriteAdmin]
+    parser_classes = [JSONParser]
+
+    @extend_schema(operation_id="mcp_settings_retrieve", tags=["mcp"], responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        mcp = config_snapshot_get().mcp
+        return Response({"enabled": mcp.enabled, "deferred_loading": mcp.deferred_loading})
+
+    def _update(self, request: Request, *, partial: bool) -> Response:
+        body = _object_body(request)
+        mcp = _entry_call(lambda: mcp_settings_update(body=body, user=request.user, partial=partial))
+        return Response({"enabled": mcp.enabled, "deferred_loading": mcp.deferred_loading})
+
+    @extend_schema(
+        operation_id="mcp_settings_update",
+        tags=["mcp"],
+        request=OpenApiTypes.OBJECT,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def put(self, request: Request) -> Response:
+        return self._update(request, partial=False)
+
+    @extend_schema(
+        operation_id="mcp_settings_partial_update",
+        tags=["mcp"],
+        request=OpenApiTypes.OBJECT,
+        responses=OpenApiTypes.OBJECT,
+    )
+    def patch(self, request: Request) -> Response:
+        return self._update(request, partial=True)
+
+
+class McpImportApi(APIView):
+    """POST an mcpServers JSON file (Claude Code, Cursor, VS Code): its servers are added (or
+    replace those of the same name); ?bundle=<alias> also grants them through that bundle;
+    ?dry_run=true shows the plan and changes nothing."""
+
+    permission_classes = [ReadViewerWriteAdmin]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="mcp_import",
+        tags=["mcp"],
+        request={"application/json": OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter("dry_run", bool, description="true/false/1/0: show the plan, change nothing"),
+            OpenApiParameter("bundle", str, description="a bundle to add the imported servers to"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def post(self, request: Request) -> Response:
+        dry_run = bool_param(request, "dry_run")
+        bundle = str(request.query_params.get("bundle", "")).strip()
+        try:
+            result = mcp_json_read(json.loads(json.dumps(request.data)))
+        except ConfigParseError as exc:
+            raise ConfigInvalid([("", str(exc))]) from exc
+        except ConfigShapeError as exc:
+            raise ConfigInvalid(list(exc.errors)) from exc
+        return Response(
+            _run_import(
+                request, result, dry_run=dry_run, prune=False, summary="import mcpServers", bundle=bundle
+            )
+        )
 
 
 def _revision_json(rev: ConfigRevision, *, full: bool = False) -> dict[str, Any]:
@@ -264,3 +353,16 @@ class ConfigRevisionRestoreApi(APIView):
         except ConfigValidationError as exc:
             raise ConfigInvalid(exc.errors) from exc
         return Response({"restored": pk, "revision": new_rev.pk if new_rev else None})
+
+
+class AgentMcpServersApi(APIView):
+    """The MCP servers an agent's bundles name: granted, or not and why."""
+
+    permission_classes = [ReadViewerWriteAdmin]
+
+    @extend_schema(operation_id="agents_mcp_servers", tags=["agents"], responses={200: _OBJECT_LIST})
+    def get(self, request: Request, key: str) -> Response:
+        snap = config_snapshot_get()
+        if key not in snap.agents:
+            raise NotFound(f"No agent '{key}'.")
+        return Response(mcp_grants(snap, snap.agents[key]))

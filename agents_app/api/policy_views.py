@@ -32,20 +32,20 @@ class ToolRowSerializer(serializers.Serializer[dict[str, Any]]):
 
 class AgentRosterApi(APIView):
     @extend_schema(operation_id="agents_roster", tags=["agents"], responses=RosterEntrySerializer(many=True))
-    def get(self, request: Request, alias: str) -> Response:
+    def get(self, request: Request, key: str) -> Response:
         snap = config_snapshot_get()
-        if alias not in snap.agents:
-            raise NotFound(f"No agent '{alias}'.")
-        return Response([{"agent": a, "mode": m} for a, m in reachable(snap, alias).items()])
+        if key not in snap.agents:
+            raise NotFound(f"No agent '{key}'.")
+        return Response([{"agent": a, "mode": m} for a, m in reachable(snap, key).items()])
 
 
 class AgentToolsApi(APIView):
     @extend_schema(operation_id="agents_tools", tags=["agents"], responses=ToolRowSerializer(many=True))
-    def get(self, request: Request, alias: str) -> Response:
+    def get(self, request: Request, key: str) -> Response:
         snap = config_snapshot_get()
-        if alias not in snap.agents:
-            raise NotFound(f"No agent '{alias}'.")
-        return Response(agent_tools(snap, alias))
+        if key not in snap.agents:
+            raise NotFound(f"No agent '{key}'.")
+        return Response(agent_tools(snap, key))
 
 
 class PolicyCheckInputSerializer(serializers.Serializer[dict[str, Any]]):

@@ -11,6 +11,8 @@ for prefix, kind in (
     ("risk-profiles", "risk_profiles"),
     ("runtime-profiles", "runtime_profiles"),
     ("providers", "providers"),
+    ("mcp/servers", "mcp_servers"),
+    ("mcp/bundles", "mcp_bundles"),
 ):
     name = kind.replace("_", "-")
     urlpatterns += [
@@ -19,9 +21,12 @@ for prefix, kind in (
     ]
 
 urlpatterns += [
-    path("agents/<str:alias>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
-    path("agents/<str:alias>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
+    path("agents/<str:key>/roster/", pv.AgentRosterApi.as_view(), name="agent-roster"),
+    path("agents/<str:key>/tools/", pv.AgentToolsApi.as_view(), name="agent-tools"),
+    path("agents/<str:key>/mcp-servers/", cv.AgentMcpServersApi.as_view(), name="agent-mcp-servers"),
     path("policy/check/", pv.PolicyCheckApi.as_view(), name="policy-check"),
+    path("mcp/", cv.McpSettingsApi.as_view(), name="mcp-settings"),
+    path("mcp/import/", cv.McpImportApi.as_view(), name="mcp-import"),
     path("config/", cv.ConfigApi.as_view(), name="config"),
     path("config/revisions/", cv.ConfigRevisionListApi.as_view(), name="config-revisions"),
     path("config/revisions/<int:pk>/", cv.ConfigRevisionDetailApi.as_view(), name="config-revision"),

@@ -23,7 +23,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     class Meta:
         model = Run
         fields = [
-            "id", "parent_id", "root_id", "agent", "kind", "mode", "execution", "depth", "spawn_depth",
+            "id", "parent_id", "root_id", "agent", "kind", "mode", "execution", "spawn_site", "depth", "spawn_depth",
             "session_key", "task_name", "label", "prompt", "context", "status", "output", "error",
             "tool_result", "provider_requested", "provider_served", "model", "input_tokens",
             "output_tokens", "cost_cents", "turns", "created_at", "started_at", "finished_at",
@@ -55,6 +55,40 @@ class EventSerializer(serializers.Serializer[dict[str, Any]]):
     type = serializers.CharField()
     at = serializers.DateTimeField()
     data = serializers.DictField()  # type: ignore[assignment]
+
+
+class TranscriptMessageSerializer(serializers.Serializer[dict[str, Any]]):
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField(allow_blank=True, allow_null=True)
+    tool_calls = serializers.JSONField(allow_null=True)
+    tool_call_id = serializers.CharField(allow_blank=True, allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class TranscriptToolCallSerializer(serializers.Serializer[dict[str, Any]]):
+    id = serializers.IntegerField()
+    turn = serializers.IntegerField()
+    position = serializers.IntegerField()
+    call_id = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    arguments = serializers.JSONField()
+    status = serializers.ChoiceField(
+        choices=["pending", "done", "cancelled"],
+        help_text="`cancelled`: closed unanswered because its run ended (cancelled, timed out, lost)",
+    )
+    result = serializers.JSONField(allow_null=True)
+    wait_kind = serializers.CharField(allow_blank=True)
+    children = serializers.ListField(child=serializers.UUIDField())
+    approval = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True, help_text="when it stopped being pending")
+
+
+class TranscriptSerializer(serializers.Serializer[dict[str, Any]]):
+    run_id = serializers.UUIDField()
+    messages = TranscriptMessageSerializer(many=True)
+    tool_calls = TranscriptToolCallSerializer(many=True)
 
 
 class ChainLinkSerializer(serializers.Serializer[dict[str, Any]]):

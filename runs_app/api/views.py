@@ -415,6 +415,10 @@ class RunListApi(APIView):
 
     class FilterSerializer(serializers.Serializer[dict[str, Any]]):
         status = serializers.CharField(required=False, help_text="one status or several, comma-separated")
+        outcome = serializers.CharField(
+            required=False,
+            help_text="runs that met it on the way: denied, refused, tool_error (several, comma-separated: all of them)",
+        )
         agent = serializers.CharField(required=False, max_length=64)
         kind = serializers.ChoiceField(choices=Run.Kind.choices, required=False)
         root = serializers.UUIDField(required=False)  # type: ignore[assignment]
@@ -436,6 +440,15 @@ class RunListApi(APIView):
                     f"Unknown status '{unknown[0]}'. Use one of: {', '.join(Run.Status.values)}"
                 )
             return statuses
+
+        def validate_outcome(self, value: str) -> list[str]:
+            outcomes = [o.strip() for o in value.split(",") if o.strip()]
+            unknown = [o for o in outcomes if o not in selectors.OUTCOMES]
+            if unknown:
+                raise serializers.ValidationError(
+                    f"Unknown outcome '{unknown[0]}'. Use one of: {', '.join(selectors.OUTCOMES)}"
+                )
+            return outcomes
 
     class InputSerializer(serializers.Serializer[dict[str, Any]]):
         agent = serializers.CharField(max_length=64)
@@ -481,6 +494,7 @@ class RunListApi(APIView):
             "context": data["context"],
             "user": request.user,
             "idempotency_key": data.get("idempotency_key") or None,
+            "spawn_site": Run.SpawnSite.REST,
         }
         try:
             try:
@@ -532,7 +546,7 @@ class RunTranscriptApi(APIView):
         operation_id="runs_transcript",
         tags=["runs"],
         parameters=[RUN_ID],
-        responses={200: OpenApiTypes.OBJECT, 404: ERROR},
+        responses={200: out.TranscriptSerializer, 404: ERROR},
     )
     def get(self, request: Request, run_id: str) -> Response:
         return Response(selectors.run_transcript(_run_or_404(run_id)))
@@ -699,7 +713,9 @@ class RunContinueApi(APIView):
         data = _validated(self.InputSerializer, request.data)
         run = _run_or_404(run_id)
         try:
-            new = services.run_continue(run=run, user=request.user, prompt=data["prompt"])
+            new = services.run_continue(
+                run=run, user=request.user, prompt=data["prompt"], spawn_site=Run.SpawnSite.REST
+            )
         except services.RunServiceError as exc:
             raise ServiceRefusal(exc) from exc
         return Response(_run_data(new), status=status.HTTP_201_CREATED)
@@ -719,7 +735,7 @@ class RunResumeApi(APIView):
     def post(self, request: Request, run_id: str) -> Response:
         run = _run_or_404(run_id)
         try:
-            new = services.run_resume(run=run, user=request.user)
+            new = services.run_resume(run=run, user=request.user, spawn_site=Run.SpawnSite.REST)
         except services.RunServiceError as exc:
             raise ServiceRefusal(exc) from exc
         return Response(_run_data(new), status=status.HTTP_201_CREATED)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents_app.snapshot import AgentSpec
 from policies_app.specs import DEFAULT_TOOL_RESULT_CHARS
 from runs_app import events
-from runs_app.engine import dispatch
+from runs_app.engine import dispatch, transcript
 from runs_app.engine import messages as msg
 from runs_app.engine.frozen import FrozenPolicy, policy_of, snapshot_for
 from runs_app.models import Message, Run, ToolCall
@@ -120,13 +120,14 @@ def create_run(
     continued_from: Run | None = None,
     first_message: str | None = None,
     turns: int = 0,
+    spawn_site: str = "",
 ) -> Run:
     """Insert a queued run with its first messages and emit `run.queued`, in the caller's
     transaction; it is dispatched on commit. `policy`: the run's frozen policy; without it the
     run shares its parent's snapshot (a subagent). `history`: the messages of another run this
     one starts from, before its first message: their complete turns only (fork, continue:
     `complete_turns`), or with `whole_history` every one as it is, system prompt included
-    (resume)."""
+    (resume). `spawn_site`: where it was started (`Run.SpawnSite`)."""
     run_id = uuid.uuid4()
     snapshot_id, policy = _frozen(policy, parent)
     holders, result_chars = _tree_facts(run_id, policy, parent)
@@ -140,6 +141,7 @@ def create_run(
         kind=kind,
         mode=mode,
         execution=execution,
+        spawn_site=spawn_site,
         depth=depth,
         spawn_depth=spawn_depth,
         session_key=f"{SESSION_PREFIX[Run.Kind(kind)]}-{run_id}",
@@ -170,7 +172,9 @@ def create_run(
         continued_from=continued_from,
         turns=turns,
     )
-    Message.objects.bulk_create(_first_messages(run, system_prompt, history, whole_history, first_message))
+    first = _first_messages(run, system_prompt, history, whole_history, first_message)
+    Message.objects.bulk_create(first)
+    transcript.created(run.pk, first)
     data = {"agent": agent, "kind": kind, "mode": mode, "execution": execution,
             "parent_id": str(parent.pk) if parent else None, "prompt": prompt[:500]}  # fmt: skip
     events.emit(run, "run.queued", data)

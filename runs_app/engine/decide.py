@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
-from policies_app.policy import needs_approval
+from policies_app.policy import is_mcp_name, mcp_server_of, needs_approval
 from policies_app.specs import RiskProfileSpec
 from runs_app.engine import messages as msg
 from runs_app.engine.providers import ToolCallRequest, Usage
-from runs_app.engine.tools.registry import DEDUP_EXEMPT, LOCAL_TOOLS
+from runs_app.engine.tools.registry import DEDUP_EXEMPT, is_local
 from runs_app.models import Run
 
 INVALID_COMPLETION = "model provider returned an invalid semantic completion."
@@ -41,6 +41,7 @@ class Turn:
     failure: str | None = None
     invalid: bool = False  # no usable answer came (empty or think-only)
     requested_at: str = ""  # when the call was made (ISO 8601)
+    answered_at: str = ""  # when its answer (or failure) came back (ISO 8601)
     # The worst-case cost reserved on the tracker for this call, and the day it is on (the
     # turn's record settles it: `budget.worst_case_cents`, `tracker_settle_cost`).
     reserved: float = 0.0
@@ -58,6 +59,7 @@ class Turn:
             "failure": self.failure,
             "invalid": self.invalid,
             "requested_at": self.requested_at,
+            "answered_at": self.answered_at,
             "reserved": self.reserved,
             "reserved_on": self.reserved_on.isoformat() if self.reserved_on else None,
         }
@@ -73,6 +75,7 @@ class Turn:
             failure=data["failure"],
             invalid=data["invalid"],
             requested_at=data["requested_at"],
+            answered_at=data.get("answered_at", ""),
             reserved=data["reserved"],
             reserved_on=date.fromisoformat(data["reserved_on"]) if data["reserved_on"] else None,
         )
@@ -87,6 +90,10 @@ class RunState:
     tools: frozenset[str]
     risk: RiskProfileSpec
     dedup_exempt: frozenset[str] = frozenset()
+    # MCP tools held for an operator by their annotations (policy.mcp_needs_approval).
+    gated: frozenset[str] = frozenset()
+    # The run's MCP servers that could not be listed, and the error a call to them gets.
+    mcp_down: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,12 +157,14 @@ def plan_calls(state: RunState, calls: tuple[ToolCallRequest, ...]) -> tuple[Pla
         if call.name not in exempt and key in seen:
             planned.append(Planned(i, call, "refused", msg.duplicate_call(call.name)))
         elif call.name not in state.tools and call.name not in SELF_CHECKING:
-            planned.append(Planned(i, call, "refused", f"Tool '{call.name}' is not available to this agent"))
-        elif needs_approval(state.risk, call.name):
+            down = dict(state.mcp_down).get(mcp_server_of(call.name)) if is_mcp_name(call.name) else None
+            refusal = down or f"Tool '{call.name}' is not available to this agent"
+            planned.append(Planned(i, call, "refused", refusal))
+        elif needs_approval(state.risk, call.name) or call.name in state.gated:
             planned.append(Planned(i, call, "approval"))
         elif call.name in ("spawn_subagent", "delegate", "sessions_yield"):
             planned.append(Planned(i, call, call.name))  # type: ignore[arg-type]
-        elif call.name in LOCAL_TOOLS:
+        elif is_local(call.name):
             planned.append(Planned(i, call, "local"))
         else:
             planned.append(Planned(i, call, "refused", f"Unknown tool '{call.name}'"))

@@ -20,6 +20,7 @@ from policies_app.policy import (
     bounded_delegate_registry,
     effective_always_ask,
     independent_delegate_registry,
+    mcp_ceiling,
     readonly_refusal,
 )
 from policies_app.specs import LEVEL_RANK, RiskProfileSpec
@@ -151,7 +152,11 @@ def _child_policy(
     chain = provider_chain(snap, provider)
     agentic = target_runtime.agentic
     if mode == "independent":
-        policy = FrozenPolicy(risk=target_risk, runtime=target_runtime, provider=provider, chain=chain)
+        # Its own MCP servers, from its own bundles, under its own policy.
+        policy = FrozenPolicy(
+            risk=target_risk, runtime=target_runtime, provider=provider, chain=chain,
+            mcp=snap.mcp_servers_of(target), mcp_deferred=snap.mcp.deferred_loading,
+        )  # fmt: skip
         tools = list(independent_delegate_registry(target_risk)) if agentic else []
         return policy, tools, target.alias, agent_workspace(target)
     # Bounded: the caller is the ceiling. Its level and budget apply; a tool either side
@@ -167,7 +172,12 @@ def _child_policy(
     )
     tools = list(bounded_delegate_registry(caller.tools, caller_risk, target_risk)) if agentic else []
     workspace = caller.workspace if caller_risk.alias == target_risk.alias else agent_workspace(target)
-    policy = FrozenPolicy(risk=risk, runtime=runtime, provider=provider, chain=chain)
+    # The caller's MCP servers, narrowed by the target's exclusions as well (the `__` rule).
+    policy = FrozenPolicy(
+        risk=risk, runtime=runtime, provider=provider, chain=chain, mcp=caller_policy.mcp,
+        mcp_deferred=caller_policy.mcp_deferred,
+        mcp_ceilings=caller_policy.mcp_ceilings + (mcp_ceiling(target_risk),),
+    )  # fmt: skip
     return policy, tools, caller.tracker_key, workspace
 
 
@@ -228,6 +238,7 @@ def _create_child(
         timeout_secs=_timeout(snap, target),
         created_by=user or caller.created_by,
         via_api=via_api,
+        spawn_site=Run.SpawnSite.REST if via_api else Run.SpawnSite.DELEGATE,
     )
 
 

@@ -17,6 +17,7 @@ from `queued`, which only one claimer wins."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Protocol
 
 from celery import current_app
@@ -45,7 +46,46 @@ class EmbeddedDispatcher(CeleryDispatcher):
     process. Nothing else differs: the embedded worker is a real Celery worker."""
 
 
+class QueuedDispatcher:
+    """Messages kept in a queue of this process until `run_until_idle` runs them, one after
+    the other, in the calling thread (tests: every step of a tree in the test's own thread,
+    in a known order, with nothing to wait for). A message sent with a countdown (a deadline)
+    waits in `delayed` until a test runs it."""
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[str, list[Any]]] = deque()
+        self.delayed: list[tuple[str, list[Any], float]] = []
+
+    def send(self, task: str, args: list[Any], countdown: float | None = None) -> None:
+        if countdown:
+            self.delayed.append((task, args, countdown))
+        else:
+            self.queue.append((task, args))
+
+    def run_until_idle(self, limit: int = 100_000) -> int:
+        """Run queued messages (and those they send) until none is left; how many ran. The
+        tasks are Celery's own, called in this thread."""
+        ran = 0
+        while self.queue:
+            if ran >= limit:
+                raise RuntimeError(f"still {len(self.queue)} messages queued after {limit}")
+            task, args = self.queue.popleft()
+            current_app.tasks[task](*args)
+            ran += 1
+        return ran
+
+
+_queued = QueuedDispatcher()
+
+
+def queued() -> QueuedDispatcher:
+    """The queue of `CLAWBOARD_DISPATCH = "queued"`."""
+    return _queued
+
+
 def dispatcher() -> Dispatcher:
+    if getattr(settings, "CLAWBOARD_DISPATCH", "") == "queued":
+        return _queued
     if str(settings.CELERY_BROKER_URL).startswith("memory://"):
         return EmbeddedDispatcher()
     return CeleryDispatcher()

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from django.db import transaction
 
-from agents_app.snapshot import ConfigSnapshot, ProviderSpec
+from agents_app.snapshot import ConfigSnapshot, McpServerSpec, ProviderSpec, SecretValue
+from policies_app.policy import McpCeiling
 from policies_app.specs import RiskProfileSpec, RuntimeProfileSpec
 from runs_app.engine.providers import ModelProvider, build_provider, resolve_chain
 from runs_app.models import PolicySnapshot, Run
@@ -54,29 +55,60 @@ def from_json(cls: type[T], data: dict[str, Any]) -> T:
     return cls(**values)
 
 
+def mcp_server_to_json(spec: McpServerSpec) -> dict[str, Any]:
+    data = to_json(spec)
+    for name in ("env", "headers"):
+        data[name] = {k: {"token": v.token, "env": v.env} for k, v in getattr(spec, name).items()}
+    return data
+
+
+def mcp_server_from_json(data: dict[str, Any]) -> McpServerSpec:
+    values = dict(data)
+    for name in ("env", "headers"):
+        values[name] = {k: SecretValue(**v) for k, v in (data.get(name) or {}).items()}
+    return from_json(McpServerSpec, values)
+
+
 @dataclass(frozen=True)
 class FrozenPolicy:
     risk: RiskProfileSpec
     runtime: RuntimeProfileSpec
     provider: ProviderSpec
     chain: dict[str, ProviderSpec]
+    # The MCP servers the run may use, as configured when it was admitted (secrets as their
+    # encrypted tokens or variable names), whether their tools are deferred (`tool_search`),
+    # and the narrowing each bounded delegation on the way added (policy.mcp_tool_verdict).
+    mcp: tuple[McpServerSpec, ...] = ()
+    mcp_deferred: bool = False
+    mcp_ceilings: tuple[McpCeiling, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "risk": to_json(self.risk),
             "runtime": to_json(self.runtime),
             "provider": self.provider.ref,
             "chain": {ref: to_json(spec) for ref, spec in self.chain.items()},
         }
+        if self.mcp:  # absent otherwise, so the digest of a policy without MCP is unchanged
+            data["mcp"] = {
+                "servers": [mcp_server_to_json(s) for s in self.mcp],
+                "deferred": self.mcp_deferred,
+                "ceilings": [[list(excluded), deny_all] for excluded, deny_all in self.mcp_ceilings],
+            }
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrozenPolicy:
         chain = {ref: from_json(ProviderSpec, spec) for ref, spec in data["chain"].items()}
+        mcp = data.get("mcp") or {}
         return cls(
             risk=from_json(RiskProfileSpec, data["risk"]),
             runtime=from_json(RuntimeProfileSpec, data["runtime"]),
             provider=chain[data["provider"]],
             chain=chain,
+            mcp=tuple(mcp_server_from_json(s) for s in mcp.get("servers", [])),
+            mcp_deferred=bool(mcp.get("deferred", False)),
+            mcp_ceilings=tuple((tuple(e), bool(d)) for e, d in mcp.get("ceilings", [])),
         )
 
     def with_provider(self, provider: ProviderSpec, chain: dict[str, ProviderSpec]) -> FrozenPolicy:

@@ -17,12 +17,12 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from runs_app import events
@@ -34,13 +34,23 @@ log = logging.getLogger(__name__)
 
 
 def run_finish(
-    run: Run | Any, *, status: str, output: str = "", error: str = "", owner: str | None = None
+    run: Run | Any,
+    *,
+    status: str,
+    output: str = "",
+    error: str = "",
+    owner: str | None = None,
+    frm: Iterable[str] = ACTIVE_STATUSES,
+    recorded: Callable[[], None] | None = None,
+    **fields: Any,
 ) -> bool:
     """Move a run (a Run, or its id) to a terminal state and settle what depends on it.
-    False when it was terminal already (or, with `owner`, no longer this worker's)."""
+    False when it was terminal already (or, with `owner`, no longer this worker's).
+    `fields` are written by the same UPDATE (a finishing model turn's usage), and `recorded`
+    is called once it matched, before the terminal event (that turn's message and events)."""
     assert status in TERMINAL_STATUSES
     if not isinstance(run, Run):
-        found = Run.objects.filter(pk=run).one()
+        found = Run.objects.filter(pk=run).select_related("parent_call").one()
         if found is None:
             return False
         run = found
@@ -53,18 +63,13 @@ def run_finish(
             # Registered before the terminal event's publication (commit hooks run in order):
             # whoever that event wakes (results/await, a REST wait) finds the file final.
             mirror_later(run.pk)
-        data = {"status": status, "output": output[:2000], "error": error, "tool_result": tool_result}
-        fields: dict[str, Any] = {
-            "output": output,
-            "error": error,
-            "finished_at": now,
-            "owner": "",
-            "tool_result": tool_result,
-        }
-        if not transitions.move(
-            run, ACTIVE_STATUSES, status, event=f"run.{status}", data=data, if_owner=owner, **fields
-        ):
+        fields.update(output=output, error=error, finished_at=now, owner="", tool_result=tool_result)
+        if not stop(run, frm, status, if_owner=owner, **fields):
             return False
+        if recorded is not None:
+            recorded()
+        data = {"status": status, "output": output[:2000], "error": error, "tool_result": tool_result}
+        events.emit(run, f"run.{status}", data)
         run.output, run.error, run.finished_at, run.owner, run.tool_result = (
             output,
             error,
@@ -72,9 +77,13 @@ def run_finish(
             "",
             tool_result,
         )
-        # A run that ended no longer waits for anyone: its open questions leave the inbox.
-        # (Its own worker ends it from `running`, where no approval is pending.)
+        # A run that ended no longer waits for anyone: its open tool calls close with its end
+        # (no waterfall bar outlives the run) and its open questions leave the inbox.
+        # (Its own worker ends it from `running`, where nothing is pending.)
         if owner is None:
+            ToolCall.objects.filter(run_id=run.pk, status=ToolCall.Status.PENDING).update(
+                status=ToolCall.Status.CANCELLED, finished_at=now
+            )
             Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).update(
                 status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status} before a decision"
             )
@@ -82,20 +91,34 @@ def run_finish(
             _settle_parent_call(run)
         elif run.execution == Run.Execution.BACKGROUND and run.parent_id:
             _background_done(run)
-        dispatch_deferred()
+    return True
+
+
+def stop(run: Run, frm: Iterable[str], to: str, **how: Any) -> bool:
+    """`transitions.move` for a move that may take a run out of `running`: when runs are held
+    back by [delegate].max_concurrent_runs, they try again once this commits. Whether any is
+    held back is a condition of the same UPDATE (the database decides, for every process), so
+    a stop reads nothing more unless some run is deferred."""
+    frm = list(frm)
+    quiet = ~Q(status=Run.Status.RUNNING) | ~Exists(
+        Run.objects.filter(status=Run.Status.QUEUED, deferred=True)
+    )
+    if transitions.move(run, frm, to, where=quiet, **how):
+        return True
+    if not transitions.move(run, frm, to, **how):
+        return False
+    dispatch_deferred()
     return True
 
 
 def _settle_parent_call(child: Run) -> None:
-    """Complete the parent's tool call that waits on `child` if every child of it has ended."""
-    call_id = child.parent_call_id
-    assert call_id is not None
-    calls = ToolCall.objects.select_for_update(of=("self",)).select_related("run")
-    try:
-        call = calls.get(pk=call_id, status=ToolCall.Status.PENDING)
-    except ToolCall.DoesNotExist:
+    """Complete the parent's tool call that waits on `child` if every child of it has ended.
+    The call's fields read here never change once it waits (the child's step read them with
+    its row); whether it is still pending is the condition of its UPDATE."""
+    call = child.parent_call
+    if call is None:
         return
-    parent = call.run
+    parent = Run(pk=call.run_id, root_id=child.root_id or child.pk)  # a tree shares its root
     if call.wait_kind == "parallel":
         if Run.objects.filter(parent_call_id=call.pk).exclude(status__in=TERMINAL_STATUSES).exists():
             return  # a sibling still runs; the last one to end hands the result over
@@ -110,29 +133,28 @@ def _settle_parent_call(child: Run) -> None:
 
 def complete_call(call: ToolCall, result: dict[str, Any], *, run: Run) -> bool:
     """Mark a pending tool call of `run` done (at most once) and wake the run if nothing else
-    is pending."""
-    with events.tree_tx(run.root_id or run.pk):
-        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
-            status=ToolCall.Status.DONE, result=result
-        ):
-            return False
-        call.status, call.result = ToolCall.Status.DONE, result
-        events.emit(run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
-        wake_if_ready(run)
+    is pending. Inside the caller's transaction."""
+    events.within(run.root_id or run.pk)
+    now = timezone.now()
+    if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.PENDING).update(
+        status=ToolCall.Status.DONE, result=result, finished_at=now
+    ):
+        return False
+    call.status, call.result, call.finished_at = ToolCall.Status.DONE, result, now
+    events.emit(run, "tool.result", {"call_id": call.call_id, "name": call.name, **result})
+    wake_if_ready(run)
     return True
 
 
 def wake_if_ready(run: Run) -> bool:
-    """Queue a waiting run again, and dispatch it, once nothing blocks it."""
-    with events.tree_tx(run.root_id or run.pk):
-        transitions.lock_run(run.pk)
-        if transitions.blocking(run.pk)[0]:
-            return False
-        if not transitions.move(
-            run, transitions.WAITING_STATUSES, Run.Status.QUEUED, event="run.queued", data={"resumed": True}
-        ):
-            return False
-        dispatch.runnable(run.pk)
+    """Queue a waiting run again, and dispatch it, once nothing blocks it: one UPDATE, whose
+    condition is that no call blocks the run. Inside the caller's transaction."""
+    if not transitions.move(
+        run, transitions.WAITING_STATUSES, Run.Status.QUEUED, event="run.queued", data={"resumed": True},
+        where=~Exists(transitions.blocking_calls(OuterRef("pk"))),
+    ):  # fmt: skip
+        return False
+    dispatch.runnable(run.pk)
     return True
 
 

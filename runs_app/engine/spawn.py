@@ -69,7 +69,9 @@ def spawn_subagent(
             created_by=user or parent.created_by,
             via_api=via_api,
             history=history,
+            spawn_site=Run.SpawnSite.REST if via_api else Run.SpawnSite.SPAWN_SUBAGENT,
         )
+    parent.active_subagents = (getattr(parent, "active_subagents", None) or 0) + 1  # type: ignore[attr-defined]
     if background:
         accepted = {"status": "accepted", "run_id": str(child.pk), "session_key": child.session_key}
         return Admission(result=ToolResult.ok(json.dumps(accepted)), child=child, code="accepted")
@@ -104,9 +106,12 @@ def _checks(parent: Run, policy: FrozenPolicy, args: dict[str, Any]) -> Admissio
     excluded = "spawn_subagent" in risk.excluded_tools or risk.deny_all_tools
     if not listed or excluded or "spawn_subagent" not in parent.tools:
         return refuse(msg.spawn_not_allowed(parent.agent), "policy")
-    active = Run.objects.filter(
-        parent_id=parent.pk, status__in=ACTIVE_STATUSES, kind=Run.Kind.SUBAGENT
-    ).count()
+    active = getattr(parent, "active_subagents", None)  # as the parent's step read it (`rows`)
+    if active is None or active >= runtime.max_children_per_run:
+        # Counted now: the read may be older than a child's end (a refusal is always exact).
+        active = parent.active_subagents = Run.objects.filter(  # type: ignore[attr-defined]
+            parent_id=parent.pk, status__in=ACTIVE_STATUSES, kind=Run.Kind.SUBAGENT
+        ).count()
     if active >= runtime.max_children_per_run:
         return refuse(msg.too_many_children(active, runtime.max_children_per_run), "policy")
     task_name = args.get("task_name") or ""

@@ -19,17 +19,29 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from policies_app.policy import TOOL_SEARCH
 from policies_app.tracker import (
     BudgetExhausted,
+    cost_refusal,
     tracker_check_cost,
     tracker_reserve_cost,
     tracker_settle_cost,
 )
-from runs_app import events
-from runs_app.engine import dispatch, heartbeat, inflight
+from runs_app import events, runlog
+from runs_app.engine import dispatch, heartbeat, inflight, rows, transitions
 from runs_app.engine import messages as msg
 from runs_app.engine.budget import output_budget_refusal, worst_case_cents
-from runs_app.engine.calls import Step, Stopped, admit_and_wait, execute, record_calls, resume
+from runs_app.engine.calls import (
+    Step,
+    Stopped,
+    admit,
+    admit_and_wait,
+    blocked_by,
+    execute,
+    record_calls,
+    resume,
+    wait,
+)
 from runs_app.engine.cancel import end_with_descendants
 from runs_app.engine.claims import claim
 from runs_app.engine.decide import (
@@ -50,10 +62,12 @@ from runs_app.engine.providers import (
     InvalidCompletion,
     ModelReply,
     ProviderError,
+    ToolSpec,
     cost_cents,
 )
 from runs_app.engine.settle import run_finish
-from runs_app.engine.tools.registry import LOCAL_TOOLS, tool_specs
+from runs_app.engine.tools import mcp_tools
+from runs_app.engine.tools.registry import is_local, tool_specs
 from runs_app.engine.transcript import Transcript, append, load
 from runs_app.models import Run
 
@@ -73,8 +87,8 @@ def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
     run over (`_record_turn`). If the run stopped meanwhile (cancelled, timed out, queued
     again by the reaper), the answer is dropped; what the call cost is recorded all the same."""
     turn = Turn.from_json(answer)
-    run = Run.objects.filter(
-        pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False
+    run = rows.step_rows(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=owner, model_call_at__isnull=False)
     ).one()
     if run is None:
         stopped = Run.objects.filter(pk=run_id).one()
@@ -85,7 +99,7 @@ def continue_run(run_id: Any, owner: str, answer: dict[str, Any]) -> None:
 
 
 def _holding(run: Run, answered: Turn | None) -> None:
-    with heartbeat.holding(run.pk):
+    with heartbeat.holding(run.pk), runlog.bound(run):
         try:
             drive(run, answered)
         except Stopped:
@@ -102,7 +116,7 @@ def drive(claimed: Run, answered: Turn | None = None) -> None:
     each later one reads the row again (a cancel, a steer, a model_switch may have changed it).
     `answered`: the turn of a call that was in flight, to apply first. The task ends when the
     run finishes, waits, or has its next call in flight."""
-    transcript = load(claimed.pk)
+    transcript = load(claimed.pk, getattr(claimed, "last_seq", None))
     step: Step | None = Step(claimed, policy_of(claimed), transcript)
     turn = answered
     while step is not None:
@@ -120,18 +134,44 @@ def drive(claimed: Run, answered: Turn | None = None) -> None:
 
 def current(run_id: Any, transcript: Transcript) -> Step | None:
     """The run as it is now, if it is still running and ours."""
-    run = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID).one()
+    run = rows.step_rows(
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, owner=heartbeat.WORKER_ID)
+    ).one()
     return Step(run, policy_of(run), transcript) if run is not None else None
 
 
 def state_of(step: Step) -> RunState:
+    mcp = step.mcp_callable()
+    search = [TOOL_SEARCH] if step.mcp_offer() and mcp_tools.tool_search_allowed(step.mcp) else []
     return RunState(
         kind=step.run.kind,
         agentic=step.run.agentic,
-        tools=frozenset(step.run.tools),
+        tools=frozenset(step.run.tools) | frozenset(mcp) | frozenset(search),
         risk=step.policy.risk,
         dedup_exempt=frozenset(step.policy.runtime.tool_call_dedup_exempt),
+        gated=mcp_tools.gated(mcp, step.policy.risk),
+        mcp_down=tuple(sorted(step.mcp_down.items())),
     )
+
+
+def offered_tools(step: Step) -> tuple[list[ToolSpec], list[ChatMessage]]:
+    """The tool schemas of the model call, and (deferred MCP tools) the system prompt's list
+    of what tool_search can load, sent with the call but not kept in the conversation."""
+    run = step.run
+    if not run.agentic:
+        return [], []
+    specs = tool_specs(run.tools)
+    offer = step.mcp_offer()
+    if not offer:
+        return specs, []
+    if not step.policy.mcp_deferred:
+        return specs + [o.spec for o in offer.values()], []
+    if not mcp_tools.tool_search_allowed(step.mcp):
+        return specs, []
+    active = step.mcp_callable()
+    deferred = {n: o for n, o in offer.items() if n not in active}
+    specs += [mcp_tools.TOOL_SEARCH_SPEC] + [o.spec for o in active.values()]
+    return specs, [ChatMessage("system", mcp_tools.deferred_prompt(deferred))] if deferred else []
 
 
 def limit_reached(step: Step) -> bool:
@@ -148,10 +188,20 @@ def limit_reached(step: Step) -> bool:
     if refusal:
         return _finish(step, Finish(Run.Status.FAILED, error=refusal))
     try:
-        tracker_check_cost(key=run.tracker_key, max_cost_per_day_cents=runtime.max_cost_per_day_cents)
+        check_day_cost(run, runtime.max_cost_per_day_cents)
     except BudgetExhausted as exc:
         return _finish(step, Finish(Run.Status.FAILED, error=exc.message))
     return False
+
+
+def check_day_cost(run: Run, max_cost_per_day_cents: int) -> None:
+    """The day's cost budget of the run's tracker, as the run's read found it (`rows`): a
+    priced call reserves its worst case before it starts, checked again exactly then."""
+    spent = getattr(run, "day_cost_cents", None)
+    if spent is None:  # a row read without it
+        tracker_check_cost(key=run.tracker_key, max_cost_per_day_cents=max_cost_per_day_cents)
+    else:
+        cost_refusal(spent, max_cost_per_day_cents)
 
 
 def _finish(step: Step, decision: Finish) -> bool:
@@ -165,9 +215,10 @@ def take_turn(step: Step) -> Turn | None:
     provider's call is handed to the event loop instead (None: the answer will come back as a
     task, `continue_run`); an instant one (scripted) answers here."""
     run = step.run
+    tools, prompt = offered_tools(step)
     request = ChatRequest(
-        messages=list(step.transcript.messages),
-        tools=tool_specs(run.tools) if run.agentic else [],
+        messages=prompt + list(step.transcript.messages),
+        tools=tools,
         agent=run.agent,
         prompt=run.prompt,
         turn_index=run.turns,
@@ -220,6 +271,7 @@ def continue_with(run_id: Any, owner: str, turn: Turn) -> None:
 
 def answer_of(run: Run, asked: Turn, reply: ModelReply | None, exc: BaseException | None) -> Turn:
     """The Turn of a model call: its reply, or why there is none."""
+    asked = dataclasses.replace(asked, answered_at=timezone.now().isoformat())
     if reply is None:
         if isinstance(exc, ProviderError):  # AllProvidersFailed included
             invalid = (
@@ -266,36 +318,126 @@ def apply(step: Step, turn: Turn, decision: Decision) -> bool:
     """Write a model turn and its decision in one transaction: usage and cost, the model's
     message, the run's end or its tool calls (and, when none runs locally, the children they
     admit and the wait). The turn's local tools then run outside it (`execute`). True when
-    the run goes on to its next model turn."""
+    the run goes on to its next model turn.
+
+    Should handling the calls fail (a bug), the turn is recorded alone in a transaction of
+    its own before the error goes on: it was paid for."""
     ready: list[Any] = []
-    go_on, failure = False, None
+    go_on = False
     if turn.failure is not None:
         _settle_reservation(step.run, turn, 0.0)
-    with events.tree_tx(step.root_id):
-        recorded = turn.failure is not None or _record_turn(step, turn)
-        if recorded and isinstance(decision, Finish):
-            return not _finish(step, decision)
-        if recorded and not isinstance(decision, Finish):
-            go_on, ready, failure = _calls_in_savepoint(step, decision)
+    before = _turn_state(step)
+    recorded = False
+    try:
+        with events.tree_tx(step.root_id, durable=True):
+            if turn.failure is not None:
+                recorded = True
+                if isinstance(decision, Finish):
+                    return not _finish(step, decision)
+                ready = record_calls(step, decision.calls)
+                if not any(is_local(r.name) for r in ready):
+                    go_on, ready = admit_and_wait(step, ready), []
+            elif isinstance(decision, Finish):
+                recorded = _finish_turn(step, turn, decision)
+                if recorded:
+                    return False
+            else:
+                recorded = True
+                go_on, ready = _continue_turn(step, turn, decision)
+    except _NotOurs:
+        _restore(step, before)
+        _settle_reservation(step.run, turn, _cost(step.policy, turn))
+        raise Stopped from None
+    except Exception:
+        if recorded and turn.failure is None:
+            _restore(step, before)
+            with events.tree_tx(step.root_id, durable=True):
+                if not _record_turn(step, turn):
+                    raise Stopped from None
+        raise
     if not recorded:
         raise Stopped
-    if failure is not None:
-        raise failure
     return execute(step, ready) if ready else go_on
 
 
-def _calls_in_savepoint(step: Step, decision: Continue | Wait) -> tuple[bool, list[Any], Exception | None]:
-    """Record the turn's calls and, when none runs locally, admit its children and decide the
-    wait, in a savepoint: if that fails, the turn stays recorded (it was paid for) and the
-    error goes on once it has committed. Returns (go on, the local calls to run, the error)."""
-    try:
-        with events.tree_tx(step.root_id, savepoint=True):
-            ready = record_calls(step, decision.calls)
-            if any(r.name in LOCAL_TOOLS for r in ready):
-                return False, ready, None
-            return admit_and_wait(step, ready), [], None
-    except Exception as exc:
-        return False, [], exc
+class _NotOurs(Exception):
+    """The run stopped being ours while its turn was written: the transaction is undone."""
+
+
+def _continue_turn(step: Step, turn: Turn, decision: Continue | Wait) -> tuple[bool, list[Any]]:
+    """Inside the turn's transaction, a turn with tool calls: its message and events, the
+    calls, and, when none runs locally, the children they admit; then one UPDATE of the run
+    that records the turn and, when the run must wait, its wait. Returns (go on, the local
+    calls to run). Raises `_NotOurs` when that UPDATE finds the run no longer ours."""
+    run = step.run
+    owner, cost = run.owner, _cost(step.policy, turn)
+    _settle_reservation(run, turn, cost)
+    _turn_recorded(step, turn, cost)
+    ready = record_calls(step, decision.calls)
+    fields = _turn_fields(turn, cost)
+    if not any(is_local(r.name) for r in ready):
+        admit(step, ready)
+        blocked = blocked_by(step.calls)
+        if blocked is None:
+            transitions.lock_run(run.pk)
+            blocked = transitions.blocking(run.pk)
+        if blocked[0]:
+            if not wait(step, blocked, if_owner=owner, **fields):
+                raise _NotOurs
+            return False, []
+        ready = []
+    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=owner).update(
+        owner=heartbeat.WORKER_ID, **fields
+    ):
+        raise _NotOurs
+    run.owner = heartbeat.WORKER_ID
+    return not ready, ready
+
+
+def _turn_state(step: Step) -> tuple[dict[str, Any], int, int]:
+    run = step.run
+    fields = {f: getattr(run, f) for f in TURN_FIELDS}
+    return fields, len(step.transcript.messages), step.transcript.next_seq
+
+
+def _restore(step: Step, state: tuple[dict[str, Any], int, int]) -> None:
+    fields, messages, next_seq = state
+    for name, value in fields.items():
+        setattr(step.run, name, value)
+    del step.transcript.messages[messages:]
+    step.transcript.next_seq = next_seq
+
+
+TURN_FIELDS = ("owner", "model_call_at", "turns", "input_tokens", "output_tokens", "cost_cents",
+               "provider_served", "model")  # fmt: skip
+
+
+def _turn_fields(turn: Turn, cost: float) -> dict[str, Any]:
+    """The run's columns a model turn changes, as the UPDATE that records it writes them."""
+    return {
+        "model_call_at": None,
+        "turns": F("turns") + 1,
+        "input_tokens": F("input_tokens") + turn.usage.input_tokens,
+        "output_tokens": F("output_tokens") + turn.usage.output_tokens,
+        "cost_cents": F("cost_cents") + cost,
+        "provider_served": turn.provider_ref,
+        "model": turn.model,
+        "heartbeat_at": timezone.now(),
+    }
+
+
+def _finish_turn(step: Step, turn: Turn, decision: Finish) -> bool:
+    """Inside the turn's transaction: a turn that ends the run, recorded by the UPDATE that
+    ends it. False when the run stopped being ours meanwhile (its cost is recorded anyway)."""
+    run = step.run
+    cost = _cost(step.policy, turn)
+    _settle_reservation(run, turn, cost)
+    # What the run hands back is worked out from its copy, which must name who served it.
+    run.provider_served, run.model = turn.provider_ref, turn.model
+    return run_finish(
+        run, status=decision.status, output=decision.output, error=decision.error, owner=run.owner,
+        frm=(Run.Status.RUNNING,), recorded=lambda: _turn_recorded(step, turn, cost), **_turn_fields(turn, cost),
+    )  # fmt: skip
 
 
 def _record_turn(step: Step, turn: Turn) -> bool:
@@ -308,17 +450,17 @@ def _record_turn(step: Step, turn: Turn) -> bool:
     # The run is ours, or, for the answer of a call in flight, the worker's that sent it off:
     # this UPDATE takes it over.
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, owner=run.owner).update(
-        owner=heartbeat.WORKER_ID,
-        model_call_at=None,
-        turns=F("turns") + 1,
-        input_tokens=F("input_tokens") + turn.usage.input_tokens,
-        output_tokens=F("output_tokens") + turn.usage.output_tokens,
-        cost_cents=F("cost_cents") + cost,
-        provider_served=turn.provider_ref,
-        model=turn.model,
-        heartbeat_at=timezone.now(),
+        owner=heartbeat.WORKER_ID, **_turn_fields(turn, cost)
     ):
         return False
+    run.owner = heartbeat.WORKER_ID
+    _turn_recorded(step, turn, cost)
+    return True
+
+
+def _turn_recorded(step: Step, turn: Turn, cost: float) -> None:
+    """Once the run's UPDATE recorded a turn: its message and events, and the run's copy."""
+    run = step.run
     events.emit(
         run,
         "model.request",
@@ -336,12 +478,17 @@ def _record_turn(step: Step, turn: Turn) -> bool:
             "cost_cents": cost,
             "provider": turn.provider_ref,
             "model": turn.model,
+            "answered_at": turn.answered_at,
         },
     )
-    run.owner, run.model_call_at = heartbeat.WORKER_ID, None
+    # Under the run's ids in the structured logs (runlog), like every record its worker writes.
+    log.info(
+        "model turn %s: %s tool call(s), %s input and %s output tokens, model %s",
+        run.turns, len(turn.calls), turn.usage.input_tokens, turn.usage.output_tokens, turn.model,
+    )  # fmt: skip
+    run.model_call_at = None
     run.turns += 1
     run.input_tokens += turn.usage.input_tokens
     run.output_tokens += turn.usage.output_tokens
     run.cost_cents += cost
     run.provider_served, run.model = turn.provider_ref, turn.model
-    return True

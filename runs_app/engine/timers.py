@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from runs_app import events
 from runs_app.engine import dispatch
 from runs_app.engine.cancel import end_with_descendants
 from runs_app.engine.outcomes import await_outcome
@@ -19,7 +20,10 @@ def expire_call(call_id: int) -> bool:
     if call is None:
         return False
     outcome = await_outcome(call.arguments.get("task_ids", []), caller=call.run, final=True)
-    return outcome is not None and complete_call(call, outcome.as_dict(), run=call.run)
+    if outcome is None:
+        return False
+    with events.tree_tx(call.run.root_id or call.run_id, durable=True):
+        return complete_call(call, outcome.as_dict(), run=call.run)
 
 
 def expire_run(run_id: Any) -> bool:

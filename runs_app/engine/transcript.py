@@ -43,16 +43,27 @@ def to_chat(row: Message) -> ChatMessage:
     )
 
 
-def load(run_id: Any) -> Transcript:
-    """The run's messages: those this process read before, and the ones stored since."""
+def load(run_id: Any, last_seq: int | None = None) -> Transcript:
+    """The run's messages: those this process read before, and the ones stored since.
+    `last_seq`: the seq of the run's last stored message, as its row's read found it (`rows`);
+    when this process holds every message up to it, nothing is read."""
     with _lock:
         cached = _cache.get(str(run_id))
+    if cached is not None and last_seq is not None and cached.next_seq == last_seq + 1:
+        return cached.copy()
     transcript = cached.copy() if cached is not None else Transcript()
     for row in Message.objects.filter(run_id=run_id, seq__gte=transcript.next_seq).order_by("seq"):
         transcript.messages.append(to_chat(row))
         transcript.next_seq = row.seq + 1
     _remember(run_id, transcript)
     return transcript
+
+
+def created(run_id: Any, rows: list[Message]) -> None:
+    """A new run's first messages, written in the caller's transaction: remembered once it
+    commits, so that the run's first step in this process reads none of them back."""
+    kept = Transcript([to_chat(row) for row in rows], len(rows))
+    transaction.on_commit(lambda: _remember(run_id, kept))
 
 
 def append(run_id: Any, transcript: Transcript, messages: list[ChatMessage]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.expressions import Combinable
 
 from runs_app import events
@@ -34,18 +34,18 @@ def move(
     """Move `run` from one of the statuses `frm` to `to`, setting `fields` (values or
     expressions), and emit `event` with `data`. `if_owner`: only if that worker owns the run;
     `where`: only if that condition holds too, checked in the same UPDATE. True when the run
-    moved; the caller's copy gets the new status."""
-    with events.tree_tx(run.root_id or run.pk):
-        rows = Run.objects.filter(pk=run.pk, status__in=list(frm))
-        if if_owner is not None:
-            rows = rows.filter(owner=if_owner)
-        if where is not None:
-            rows = rows.filter(where)
-        if not rows.update(status=to, **fields):
-            return False
-        run.status = to
-        if event is not None:
-            events.emit(run, event, data)
+    moved; the caller's copy gets the new status. Inside the caller's transaction."""
+    events.within(run.root_id or run.pk)
+    rows = Run.objects.filter(pk=run.pk, status__in=list(frm))
+    if if_owner is not None:
+        rows = rows.filter(owner=if_owner)
+    if where is not None:
+        rows = rows.filter(where)
+    if not rows.update(status=to, **fields):
+        return False
+    run.status = to
+    if event is not None:
+        events.emit(run, event, data)
     return True
 
 
@@ -55,6 +55,14 @@ def lock_run(run_id: Any) -> None:
     settle or an approval waking it never miss each other."""
     if connection.vendor == "postgresql":
         list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
+
+
+def blocking_calls(run_id: Any) -> QuerySet[ToolCall]:
+    """The pending tool calls that keep a run waiting (`run_id`: a value or an outer
+    reference). An approved call stays pending until the run executes it, but it blocks
+    nothing: the run runs it when it resumes."""
+    pending = ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.PENDING)
+    return pending.exclude(wait_kind="approval", approval__status=Approval.Status.APPROVED)
 
 
 def blocking(run_id: Any) -> tuple[int, int]:

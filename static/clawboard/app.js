@@ -39,3 +39,22 @@ document.addEventListener("change", (event) => {
     if (count) count.textContent = n ? `${n} selected:` : "Tick approvals below, then decide them together:";
   }
 });
+
+// Config import: Import is enabled only by a preview without errors of the form as it is now
+// (any change disables it again), and it asks before applying.
+const IMPORT_CONFIRM = "Apply the previewed changes to the configuration? The current one stays in the revisions, so it can be restored.";
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (!(event.target instanceof HTMLElement) || event.target.id !== "import-result") return;
+  const apply = document.getElementById("import-apply");
+  if (apply) apply.disabled = !document.getElementById("import-ready");
+});
+["input", "change"].forEach((type) => document.addEventListener(type, (event) => {
+  const form = event.target instanceof HTMLElement ? event.target.closest("#import-form") : null;
+  const apply = document.getElementById("import-apply");
+  if (form && apply) apply.disabled = true;
+}));
+document.addEventListener("submit", (event) => {
+  if (event.target instanceof HTMLFormElement && event.target.id === "import-form" && !window.confirm(IMPORT_CONFIRM)) {
+    event.preventDefault();
+  }
+});

@@ -50,9 +50,11 @@
         if (!fresh || !box) return;
         const typed = (document.getElementById("steer-message") || {}).value || "";
         const hadFocus = document.activeElement && document.activeElement.id === "steer-message";
-        // what the last steer answered stays in view
+        // what the last steer answered stays in view: an error until the next try, the
+        // "queued" notice only while the message still waits for its model turn
         ["steer-notice", "steer-error"].forEach((id) => {
           const said = box.querySelector("#" + id);
+          if (id === "steer-notice" && !fresh.dataset.steerPending) return;
           if (said && !fresh.querySelector("#" + id)) fresh.append(said.cloneNode(true));
         });
         box.replaceWith(fresh);
@@ -108,6 +110,10 @@
       state.dirty.add(id);
     }
     if (event.type === "model.response" || STATUS_OF[event.type]) ancestors(id).forEach((a) => state.dirty.add(a));
+    // the Controls panel lists the approvals pending anywhere in the tree, and a steer's
+    // notice until it is delivered
+    const steerShown = document.getElementById("steer-notice");
+    if (event.type.startsWith("approval.") || (steerShown && event.type === "model.request" && id === controlsRun())) refreshControls();
     if ((STATUS_OF[event.type] || event.type === "run.waiting") && node) {
       if (id === controlsRun()) refreshControls();
       refreshDetail(id);

@@ -234,10 +234,47 @@
     fold,
   };
 
+  // -- the split between the tree and the waterfall ---------------------------------------
+  const card = tree.closest(".trace-card");
+  const split = document.getElementById("trace-split");
+  const SPLIT_KEY = "clawboard.trace.lane";
+  function setLane(pct, keep) {
+    const lane = Math.min(80, Math.max(20, Math.round(pct)));
+    card.style.setProperty("--lane-w", lane + "%");
+    if (split) split.setAttribute("aria-valuenow", String(lane));
+    if (keep) { try { localStorage.setItem(SPLIT_KEY, String(lane)); } catch (e) { /* private mode */ } }
+  }
+  if (card && split) {
+    try { const kept = parseInt(localStorage.getItem(SPLIT_KEY) || "", 10); if (!isNaN(kept)) setLane(kept, false); } catch (e) { /* private mode */ }
+    split.addEventListener("pointerdown", (event) => {
+      event.preventDefault();
+      split.setPointerCapture(event.pointerId);
+      split.classList.add("dragging");
+      const box = card.getBoundingClientRect();
+      const move = (e) => setLane(100 * (box.right - e.clientX) / box.width, false);
+      const up = (e) => {
+        split.classList.remove("dragging");
+        split.removeEventListener("pointermove", move);
+        split.removeEventListener("pointerup", up);
+        setLane(parseInt(split.getAttribute("aria-valuenow"), 10), true);
+      };
+      split.addEventListener("pointermove", move);
+      split.addEventListener("pointerup", up);
+    });
+    split.addEventListener("keydown", (event) => {
+      const now = parseInt(split.getAttribute("aria-valuenow") || "50", 10);
+      if (event.key === "ArrowLeft") setLane(now + 5, true); // the waterfall grows leftwards
+      else if (event.key === "ArrowRight") setLane(now - 5, true);
+      else return;
+      event.preventDefault();
+    });
+  }
+
   tick();
   setInterval(tick, 200);
   const focus = tree.dataset.focus && document.getElementById("run-" + tree.dataset.focus + "-head");
   const first = focus || tree.querySelector(".node-head");
-  if (first) select(first, { open: !!focus, focus: false });
+  // The selected node has the keyboard from the start: j/k and the arrows work without a click.
+  if (first) select(first, { open: !!focus, focus: true });
   if (first) first.tabIndex = 0;
 })();

@@ -125,6 +125,7 @@ def agent_json(alias: str, **fields: Any) -> dict[str, Any]:
         "read_memory_from": [],
         "workspace": "",
         "delegable": True,
+        "mcp_bundles": [],
     }
     data.update(fields)
     return data

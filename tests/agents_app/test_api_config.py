@@ -801,6 +801,10 @@ def test_runtime_profile_crud(admin_api: APIClient) -> None:
         "shell_max_memory_mb": 0,
         "shell_max_file_size_mb": 0,
         "shell_max_processes": 0,
+        "mcp_max_cpu_secs": 0,
+        "mcp_max_memory_mb": 0,
+        "mcp_max_file_size_mb": 0,
+        "mcp_max_processes": 0,
     }
     response = admin_api.patch(
         f"{V1}/runtime-profiles/quick/", {"delegation_timeout_secs": 30}, format="json"
@@ -1218,7 +1222,15 @@ def test_config_get_returns_the_json_document(viewer_api: APIClient) -> None:
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     doc = response.json()
-    assert list(doc) == ["delegate", "providers", "risk_profiles", "runtime_profiles", "agents"]
+    assert list(doc) == [
+        "delegate",
+        "providers",
+        "risk_profiles",
+        "runtime_profiles",
+        "agents",
+        "mcp",
+        "mcp_bundles",
+    ]
     assert doc["delegate"] == {
         "timeout_secs": 120,
         "agentic_timeout_secs": 300,

@@ -134,6 +134,7 @@ def test_export_of_an_empty_snapshot() -> None:
     text = export_toml(ConfigSnapshot())
     assert text == (
         "[delegate]\ntimeout_secs = 120\nagentic_timeout_secs = 300\nmax_background = 128\nmax_concurrent_runs = 8\n"
+        "\n[mcp]\nenabled = true\ndeferred_loading = false\n"
     )
     assert parse_toml(text).snapshot == ConfigSnapshot()
 
@@ -503,7 +504,15 @@ def test_json_document_round_trip() -> None:
 
 def test_json_document_shape() -> None:
     document = snapshot_to_document(sample())
-    assert list(document) == ["delegate", "providers", "risk_profiles", "runtime_profiles", "agents"]
+    assert list(document) == [
+        "delegate",
+        "providers",
+        "risk_profiles",
+        "runtime_profiles",
+        "agents",
+        "mcp",
+        "mcp_bundles",
+    ]
     assert document["agents"]["coder"]["delegates"] == [
         {"agent": "reviewer", "mode": "bounded"},
         {"agent": "verifier", "mode": "independent"},
@@ -730,3 +739,11 @@ def test_infinite_prices_round_trip() -> None:
     spec = ProviderSpec(type="openai", alias="x", model="m", input_per_mtok_cents=math.inf)
     snapshot = ConfigSnapshot(providers={"openai.x": spec})
     assert parse_toml(export_toml(snapshot)).snapshot == snapshot
+
+
+def test_mcp_server_limits_round_trip_on_export() -> None:
+    runtime = RuntimeProfileSpec(alias="servers", mcp_max_cpu_secs=5, mcp_max_memory_mb=8192)
+    text = export_toml(ConfigSnapshot(runtime_profiles={"servers": runtime}))
+    assert "mcp_max_cpu_secs = 5" in text and "mcp_max_memory_mb = 8192" in text
+    again = parse_toml(text)
+    assert again.warnings == [] and again.snapshot.runtime_profiles["servers"] == runtime

@@ -122,8 +122,10 @@ def test_an_import_leaves_out_zeroclaw_tools_with_one_warning_but_refuses_a_near
     response = post_toml(admin_api, text, "?dry_run=true")
     assert response.status_code == 200
     assert response.json()["warnings"] == [
-        'risk_profiles.team.auto_approve: left out "web_fetch", "browser", "github__create_issue" '
-        "(ZeroClaw tools that Clawboard does not provide)"
+        'risk_profiles.team.auto_approve: left out "web_fetch", "browser" '
+        "(ZeroClaw tools that Clawboard does not provide)",
+        'risk_profiles.team.auto_approve: left out "github__create_issue" '
+        "(tools of MCP servers this file does not configure)",
     ]
     typo = BASE_TOML.replace('excluded_tools = ["model_switch"]', 'excluded_tools = ["model_swich"]')
     response = post_toml(admin_api, typo)
@@ -712,7 +714,7 @@ def test_key_rotation_re_encrypts_every_stored_key(
     old_key = (tmp_path / "encryption-key.txt").read_text().strip()
     out = io.StringIO()
     call_command("clawboard_rotate_key", "--new-key", "--drop-old", stdout=out)
-    assert out.getvalue().strip() == "re-encrypted 1 provider key(s) with the current key"
+    assert out.getvalue().strip() == "re-encrypted 1 provider key(s) and 0 MCP secret(s) with the current key"
     new_key = (tmp_path / "encryption-key.txt").read_text().strip()
     assert new_key != old_key and "\n" not in new_key
     row = ModelProvider.objects.get(alias="keyed")

@@ -98,6 +98,13 @@ enabled = false
 model_provider = "openai.remote"
 risk_profile = "team"
 enabled = false
+
+[[mcp.servers]]
+name = "sample"
+command = "/bin/true"
+
+[mcp_bundles.kit]
+servers = ["sample"]
 """
 
 ROLES = ("viewer", "operator", "admin")
@@ -125,7 +132,11 @@ def error_items(response: Any) -> list[str]:
     body = response.content.decode()
     items: list[str] = []
     for block in re.findall(r'<ul class="errorlist"[^>]*>(.*?)</ul>', body, flags=re.S):
-        items += [html.unescape(li) for li in re.findall(r"<li>(.*?)</li>", block, flags=re.S)]
+        # an import error's location (path, line) is shown before it, apart from the message
+        items += [
+            html.unescape(re.sub(r'^<span class="where">.*?</span>', "", li))
+            for li in re.findall(r"<li>(.*?)</li>", block, flags=re.S)
+        ]
     return items
 
 

@@ -68,7 +68,11 @@ def test_an_operator_approves_several_at_once_with_one_reason(operator: Client, 
         {"ids": [runs.approval.pk, other.pk], "decision": "approve", "reason": "maintenance window"},
         follow=True,
     )
-    assert flash(response) == [f"Approved 2 approvals: #{runs.approval.pk}, #{other.pk}."]
+    gated, asked = str(runs.gated.pk)[:8], str(other.run_id)[:8]
+    assert flash(response) == [
+        f"Approved 2 approvals: shell of gamma in run {gated} (“prompt for gamma”), "
+        f"shell of gamma in run {asked} (“prompt for gamma”)."
+    ]
     decided = {a.pk: (a.status, a.reason) for a in Approval.objects.all()}
     assert decided[runs.approval.pk] == ("approved", "maintenance window")
     assert decided[other.pk] == ("approved", "maintenance window")
@@ -90,8 +94,9 @@ def test_a_bulk_decision_reports_what_it_could_not_decide(operator: Client, runs
         "/approvals/bulk/", {"ids": [runs.approval.pk, late.pk], "decision": "approve"}, follow=True
     )
     assert flash(response) == [
-        f"Approved 1 approval: #{runs.approval.pk}.",
-        f"#{late.pk}: Run is already completed; its approvals can no longer be decided",
+        f"Approved 1 approval: shell of gamma in run {str(runs.gated.pk)[:8]} (“prompt for gamma”).",
+        f"shell of gamma in run {str(finished.pk)[:8]} (“prompt for gamma”): "
+        "Run is already completed; its approvals can no longer be decided",
     ]
 
 

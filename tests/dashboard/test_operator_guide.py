@@ -19,6 +19,7 @@ NAV_PAGES = (
     "/risk-profiles/",
     "/runtime-profiles/",
     "/providers/",
+    "/mcp/",
     "/delegation-map/",
     "/config/",
 )

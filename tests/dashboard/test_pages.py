@@ -27,6 +27,7 @@ def page_urls(runs: Runs) -> list[str]:
         f"/runs/{runs.gated.pk}/detail/",
         f"/runs/{runs.root.pk}/detail/",
         f"/runs/{runs.lost.pk}/controls/",
+        f"/runs/{runs.child.pk}/conversation/",
         f"/runs/{runs.root.pk}/nodes/?ids={runs.root.pk},{runs.child.pk}&new={runs.task.pk}",
         "/approvals/",
         "/approvals/live/",
@@ -55,10 +56,24 @@ def page_urls(runs: Runs) -> list[str]:
         "/delegation-map/?caller=alpha&target=gamma",
         "/config/",
         f"/config/revisions/{revision.pk}/",
+        "/mcp/",
+        "/mcp/state/",
+        "/mcp/servers/",
+        "/mcp/servers/new/",
+        "/mcp/servers/sample/",
+        "/mcp/bundles/",
+        "/mcp/bundles/new/",
+        "/mcp/bundles/kit/",
     ]
 
 
-ADMIN_ONLY_PAGES = ("/agents/beta/delete/", "/risk-profiles/solo/delete/", "/providers/openai.remote/delete/")
+ADMIN_ONLY_PAGES = (
+    "/agents/beta/delete/",
+    "/risk-profiles/solo/delete/",
+    "/providers/openai.remote/delete/",
+    "/mcp/servers/sample/delete/",
+    "/mcp/bundles/kit/delete/",
+)
 
 
 @pytest.mark.parametrize("role", ROLES)

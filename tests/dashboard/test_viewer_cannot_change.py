@@ -27,6 +27,9 @@ risk_profile = "team"
 """
 
 
+MCP_JSON = '{"mcpServers": {"docs": {"url": "https://docs.example.com/mcp"}}}'
+
+
 def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
     """Every dashboard URL that changes state, with a body that would succeed for an admin."""
     first = ConfigRevision.objects.order_by("pk").first()
@@ -93,6 +96,15 @@ def mutating_posts(runs: Runs) -> list[tuple[str, dict[str, Any]]]:
         ),
         (f"/schedules/{schedule.pk}/enabled/", {"enabled": "off"}),
         (f"/schedules/{schedule.pk}/delete/", {"confirm": "yes"}),
+        ("/mcp/servers/new/", {"name": "other", "transport": "stdio", "command": "/bin/true"}),
+        ("/mcp/servers/sample/", {"name": "sample", "transport": "stdio", "command": "/bin/false"}),
+        ("/mcp/bundles/new/", {"alias": "kit2", "servers": ["sample"]}),
+        ("/mcp/bundles/kit/", {"alias": "kit", "servers": []}),
+        ("/mcp/bundles/kit/delete/", {"confirm": "yes"}),
+        ("/mcp/servers/sample/delete/", {"confirm": "yes"}),
+        ("/mcp/settings/", {"enabled": "on", "deferred_loading": "on"}),
+        ("/mcp/import/", {"json": MCP_JSON}),
+        ("/mcp/import/preview/", {"json": MCP_JSON}),
     ]
 
 

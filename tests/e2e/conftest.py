@@ -80,7 +80,7 @@ def server() -> Iterator[Server]:
     }
     env.update(
         DATA_DIR=str(data_dir),
-        DJANGO_DEBUG="true",
+        DJANGO_DEBUG="false",
         CELERY_TASK_ALWAYS_EAGER="false",
         PYTHONUNBUFFERED="1",
         DJANGO_SETTINGS_MODULE="zeroclaw_site.settings",

@@ -70,8 +70,9 @@ def test_an_operator_approves_two_calls_at_once(browse: Browse, server: Server) 
         expect(page.locator(f"#pick-{a['id']}")).to_be_checked()
     page.fill("#bulk-reason", "maintenance window")
     page.click("#bulk-approve")
-    ids = ", ".join(f"#{a['id']}" for a in pending)
-    expect(page.locator("ul.flash li").first).to_have_text(f"Approved 2 approvals: {ids}.")
+    # named as the inbox shows them (tool, agent, run, prompt), never by database id
+    named = ", ".join(f"shell of sysadmin in run {a['run_id'][:8]} (“{a['prompt']}”)" for a in pending)
+    expect(page.locator("ul.flash li").first).to_have_text(f"Approved 2 approvals: {named}.")
     for a in pending:
         decided = next(x for x in server.api("GET", "/api/v1/approvals/") if x["id"] == a["id"])
         assert (decided["status"], decided["reason"]) == ("approved", "maintenance window")

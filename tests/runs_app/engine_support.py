@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agents_app.users import user_create_or_update
+from runs_app.engine import dispatch
 from runs_app.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Message, Run, RunEvent, ToolCall
 from runs_app.services import run_start
 from tests.runs_app.helpers import configure, wait_for
@@ -30,6 +31,7 @@ __all__ = [
     "events_of",
     "finish",
     "idle",
+    "inline",
     "make_user",
     "provider",
     "start",
@@ -158,6 +160,23 @@ def idle(timeout: float = 15) -> None:
     from runs_app.engine import heartbeat
 
     wait_until(lambda: not heartbeat.held_ids(), timeout, "worker threads idle")
+
+
+@pytest.fixture
+def inline(settings: Any, transactional_db: None) -> Iterator[dispatch.QueuedDispatcher]:
+    """No worker thread: every message the engine sends waits in a queue of this process,
+    and `run_until_idle()` (which `wait_for` and `finish` call first) runs them, and those
+    they send, one after the other in the test's own thread. A run is then as far as it can
+    go without the outside world: nothing to poll, nothing to sleep for."""
+    import runs_app.tasks  # noqa: F401 - registers the tasks the queue runs
+
+    settings.CLAWBOARD_DISPATCH = "queued"
+    queue = dispatch.queued()
+    queue.queue.clear()
+    queue.delayed.clear()
+    yield queue
+    queue.queue.clear()
+    queue.delayed.clear()
 
 
 @pytest.fixture

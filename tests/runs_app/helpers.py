@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from django.conf import settings
+
 from agents_app.config_io import parse_toml
 from agents_app.services import config_replace
+from runs_app.engine import dispatch
 from runs_app.models import TERMINAL_STATUSES, Run
 
 BASE = """
@@ -24,6 +27,8 @@ def configure(toml_text: str) -> None:
 def wait_for(
     run_id: Any, statuses: frozenset[str] | set[str] = TERMINAL_STATUSES, timeout: float = 30
 ) -> Run:
+    if getattr(settings, "CLAWBOARD_DISPATCH", "") == "queued":  # no worker: run what is queued
+        dispatch.queued().run_until_idle()
     deadline = time.monotonic() + timeout
     while True:
         run = Run.objects.get(pk=run_id)

@@ -115,6 +115,7 @@ def test_starting_a_run_without_wait_answers_at_once_with_the_queued_run(operato
     configure(GREET)
     body = start(operator, "world")
     assert body["status"] == "queued"
+    assert body["spawn_site"] == "rest"
     assert operator.get(f"/api/v1/runs/{body['id']}/").json()["prompt"] == "world"
 
 

@@ -14,14 +14,14 @@ from runs_app.models import Run, RunEvent
 from tests.runs_app.engine_support import (
     agent,
     configure,
-    engine,  # noqa: F401 - fixture
     events_of,
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     start,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: one"}}
 
@@ -85,3 +85,20 @@ def test_every_hop_of_a_tree_goes_through_the_dispatcher(monkeypatch: pytest.Mon
     ]
     # The root when it is queued, each child when it is created, the root again after each child.
     assert sent == [str(run.pk), children[0], str(run.pk), children[1], str(run.pk)]
+
+
+def test_a_state_change_outside_a_transaction_is_refused() -> None:
+    """`move`, completing a call, waking a run and writing an event join their caller's
+    transaction; outside one they refuse before writing anything."""
+    from runs_app import events
+    from runs_app.engine import settle, transitions
+
+    setup_tree()
+    run = start("boss", "go")
+    finish_all = [lambda: transitions.move(run, ["queued"], "cancelled"),
+                  lambda: settle.wake_if_ready(run),
+                  lambda: events.emit(run, "run.steered", {})]  # fmt: skip
+    for attempt in finish_all:
+        with pytest.raises(AssertionError):
+            attempt()
+    assert [e.type for e in events_of(run)][0] == "run.queued"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from runs_app.engine import claims, heartbeat
+from runs_app.engine import claims, dispatch, heartbeat
 from runs_app.engine.children import stored_conversation
 from runs_app.engine.settle import run_finish
 from runs_app.models import TERMINAL_STATUSES, Announce, Message, Run, RunEvent, Schedule, ToolCall
@@ -377,13 +377,20 @@ def test_max_concurrent_runs_queues_extra_runs_until_a_slot_frees() -> None:
         assert end <= begin, "two runs ran at once"
 
 
-def test_a_saved_max_concurrent_runs_holds_for_the_next_claim() -> None:
-    """The limit is read again at most once a second, but a save in this process applies to
-    the runs claimed after it at once: no run started after the save runs beside another."""
+def test_a_saved_max_concurrent_runs_holds_for_the_next_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit is read by the claim's own UPDATE: a save applies to the next claim at once,
+    in every process."""
     setup({"turns": [{"say": "ok"}]}, extra="[delegate]\nmax_concurrent_runs = 5\n")
-    assert claims.max_concurrent_runs() == 5
+    monkeypatch.setattr(dispatch, "runnable", lambda run_id: None)  # no worker takes them
+    first, second = start("boss", "one"), start("boss", "two")
+    monkeypatch.undo()
+    assert claims.claim(first.pk) is not None
     setup({"turns": [{"say": "ok"}]}, extra="[delegate]\nmax_concurrent_runs = 1\n")
-    assert claims.max_concurrent_runs() == 1
+    assert claims.claim(second.pk) is None
+    assert Run.objects.get(pk=second.pk).deferred
+    Run.objects.filter(pk=first.pk).update(status="queued", owner="")  # let the worker finish both
+    dispatch.runnable(first.pk)
+    assert [wait_for(r.pk).status for r in (first, second)] == ["completed"] * 2
 
 
 def test_max_concurrent_runs_of_one_still_completes_a_tree() -> None:

@@ -16,15 +16,15 @@ from tests.runs_app.engine_support import (
     agent,
     call_results,
     configure,
-    engine,  # noqa: F401 - fixture
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     toml_value,
 )
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("engine"),
+    pytest.mark.usefixtures("inline"),
     pytest.mark.skipif(
         not sandbox.status().available and os.environ.get("CI") != "true", reason=sandbox.status().detail
     ),

@@ -14,13 +14,13 @@ from runs_app.models import Message, Run, ToolCall
 from tests.runs_app.engine_support import (
     agent,
     configure,
-    engine,  # noqa: F401 - fixture
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     transcript,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 SPAWN = {"name": "spawn_subagent", "arguments": {"prompt": "sub: part"}}
 
@@ -97,16 +97,16 @@ def test_a_step_that_raises_fails_its_run_with_its_tool_messages(
 ) -> None:
     from runs_app.engine import step
 
-    real = step.tracker_check_cost
+    real = step.check_day_cost
     calls: list[str] = []
 
-    def second_check_raises(**kwargs: Any) -> None:
-        calls.append(kwargs["key"])
+    def second_check_raises(run: Any, max_cost_per_day_cents: int) -> None:
+        calls.append(run.tracker_key)
         if len(calls) == 2:  # after the first turn's results were written, before the next call
             raise RuntimeError("a bug")
-        real(**kwargs)
+        real(run, max_cost_per_day_cents)
 
-    monkeypatch.setattr(step, "tracker_check_cost", second_check_raises)
+    monkeypatch.setattr(step, "check_day_cost", second_check_raises)
     run = recall_then({"say": "never"})
     assert (run.status, run.error) == ("failed", "internal error: RuntimeError: a bug")
     assert transcript(run) == [("user", "go"), ("assistant", ""), ("tool", "No memories found.")]

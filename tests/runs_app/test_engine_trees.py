@@ -15,13 +15,13 @@ from tests.runs_app.engine_support import (
     agent,
     call_results,
     configure,
-    engine,  # noqa: F401 - fixture
     finish,
+    inline,  # noqa: F401 - fixture
     provider,
     toml_value,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("engine")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("inline")]
 
 
 def spawn_five(level: str) -> dict[str, Any]:

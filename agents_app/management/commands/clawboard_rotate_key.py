@@ -1,4 +1,5 @@
-"""Rotate the key that encrypts provider API keys kept in Clawboard (agents_app.secrets)."""
+"""Rotate the key that encrypts provider API keys and MCP servers' env/headers values kept in
+Clawboard (agents_app.secrets)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from agents_app import secrets
-from agents_app.models import ModelProvider
+from agents_app.models import McpServer, ModelProvider
 
 
 class Command(BaseCommand):
     help = (
-        "Re-encrypt every stored provider API key with the current encryption key. With "
+        "Re-encrypt every stored provider API key and MCP secret with the current encryption key. With "
         "CLAWBOARD_ENCRYPTION_KEY, put the new key first in its comma-separated list, run this, "
         "then drop the old key once no run started before is still going. In embedded mode, "
         "--new-key first adds a generated key to DATA_DIR/encryption-key.txt."
@@ -50,19 +51,28 @@ class Command(BaseCommand):
         if options["new_key"]:
             old = path.read_text()
             _write_private(path, Fernet.generate_key().decode() + "\n" + old)
-        count = 0
+        count = mcp_count = 0
         try:
             with transaction.atomic():
                 for provider in ModelProvider.objects.select_for_update().exclude(api_key=""):
                     provider.api_key = secrets.rotate_token(provider.api_key)
                     provider.save(update_fields=["api_key"])
                     count += 1
+                for server in McpServer.objects.select_for_update():
+                    for rows in (server.env, server.headers):
+                        for row in rows.values():
+                            if row.get("token"):
+                                row["token"] = secrets.rotate_token(row["token"])
+                                mcp_count += 1
+                    server.save(update_fields=["env", "headers"])
         except secrets.SecretsUnavailable as exc:
             raise CommandError(str(exc)) from exc
         if options["drop_old"]:
             first = next(line for line in path.read_text().splitlines() if line.strip())
             _write_private(path, first.strip() + "\n")
-        self.stdout.write(f"re-encrypted {count} provider key(s) with the current key")
+        self.stdout.write(
+            f"re-encrypted {count} provider key(s) and {mcp_count} MCP secret(s) with the current key"
+        )
 
 
 def _write_private(path: Any, text: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_app.models import Agent
-from policies_app.policy import ACTING_TOOLS, ALL_TOOLS, readonly_refusal
+from policies_app.policy import ACTING_TOOLS, ALL_TOOLS, TOOL_SEARCH, is_mcp_name, readonly_refusal
 from policies_app.tracker import BudgetExhausted
 from runs_app.engine.budget import spend_action
 from runs_app.engine.providers import ToolSpec
@@ -124,6 +124,13 @@ LOCAL: dict[str, Callable[[LocalToolContext, dict[str, Any]], ToolResult]] = {
     "model_switch": model_switch,
 }
 LOCAL_TOOLS: frozenset[str] = frozenset(LOCAL)
+
+
+def is_local(name: str) -> bool:
+    """Run by the worker itself: the local tools, MCP tools and `tool_search`."""
+    return name in LOCAL_TOOLS or name == TOOL_SEARCH or is_mcp_name(name)
+
+
 # Tools that the duplicate-call guard never skips (SPEC §5).
 DEDUP_EXEMPT: frozenset[str] = frozenset({"spawn_subagent", "delegate"})
 

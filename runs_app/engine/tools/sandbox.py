@@ -282,8 +282,12 @@ def command_argv(
     argv: list[str],
     *,
     staged: dict[str, str] | None = None,
+    read_only_extra: tuple[str, ...] = (),
+    limits: list[str] | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs `argv` in the sandbox of this profile."""
+    """The bwrap command line that runs `argv` in the sandbox of this profile.
+    `read_only_extra`: paths bound read-only at their real names besides the profile's grants
+    (what an MCP server needs to run); `limits`: the prlimit command instead of shell's."""
     staged = staged or {}
     network = risk.shell_network
     scratch = effective_shell_limit(runtime, "shell_max_file_size_mb") * 1024 * 1024
@@ -292,9 +296,21 @@ def command_argv(
         *_namespace_args(network=network),
         *_system_args(network=network, scratch_bytes=scratch),
     ]
+    for path in read_only_extra:
+        args += ["--ro-bind", path, path]
     args += _mount_args(_mounts(risk, workspace, staged), staged)
     args += FINAL_READ_ONLY + ["--chdir", str(workspace), "--"]  # bwrap also sets PWD to it
-    return args + _limit_args(runtime) + argv
+    return args + (limits if limits is not None else _limit_args(runtime)) + argv
+
+
+def server_limit_args(runtime: RuntimeProfileSpec) -> list[str]:
+    """A long-lived MCP server's rlimits. CPU starts unlimited: each call sets the soft limit
+    of the server's processes to what they used so far plus the per-call allowance."""
+    mib = 1024 * 1024
+    memory = effective_shell_limit(runtime, "mcp_max_memory_mb") * mib
+    fsize = effective_shell_limit(runtime, "mcp_max_file_size_mb") * mib
+    nproc = effective_shell_limit(runtime, "mcp_max_processes")
+    return [PRLIMIT, "--cpu=unlimited", f"--as={memory}", f"--fsize={fsize}", f"--nproc={nproc}", "--"]
 
 
 def write_only_roots(risk: RiskProfileSpec, workspace: Path) -> list[str]:

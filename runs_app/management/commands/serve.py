@@ -41,9 +41,10 @@ def supervise(stop: threading.Event, period: float) -> None:
 
     from runs_app.services import schedules_fire_due
     from runs_app.supervision import reap_once
+    from traces_app.services import sweep
 
     while not stop.wait(period):
-        for name, job in (("reaper", reap_once), ("schedules", schedules_fire_due)):
+        for name, job in (("reaper", reap_once), ("schedules", schedules_fire_due), ("traces", sweep)):
             try:
                 close_old_connections()
                 job()
