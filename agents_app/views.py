@@ -652,6 +652,11 @@ def mcp_settings_view(request: HttpRequest) -> HttpResponse:
     return redirect("/mcp/")
 
 
+def _located(message: str, path: str = "") -> dict[str, Any]:
+    """An error as the import preview shows it: its path (a pasted JSON has no line) and text."""
+    return {"message": message, "path": path, "line": None}
+
+
 def _mcp_import_check(request: HttpRequest) -> dict[str, Any]:
     """The plan of the pasted mcpServers JSON, as the REST dry run shows it."""
     import json
@@ -668,16 +673,16 @@ def _mcp_import_check(request: HttpRequest) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         return {
             **shown,
-            "errors": [f"the text is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"],
+            "errors": [_located(f"the text is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")],
         }
     except ConfigParseError as exc:
-        return {**shown, "errors": [str(exc)]}
+        return {**shown, "errors": [_located(str(exc))]}
     except ConfigShapeError as exc:
-        return {**shown, "errors": [m for _, m in exc.errors]}
+        return {**shown, "errors": [_located(m, p) for p, m in exc.errors]}
     plan = import_plan(result, prune=False, bundle=bundle)
     return {
         **shown,
-        "errors": [m for _, m in plan.errors],
+        "errors": [_located(m, p) for p, m in plan.errors],
         "warnings": plan.warnings,
         "changes": plan.changes,
         "kept": [],

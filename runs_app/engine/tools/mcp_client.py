@@ -498,7 +498,9 @@ class Connection:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 if Path(f"/proc/{pid}/exe").resolve() == Path(sandbox.bwrap_path()).resolve():
                     continue
-                used = (int(fields[11]) + int(fields[12])) // ticks
+                # Rounded up: RLIMIT_CPU is in whole seconds, and a limit rounded down would
+                # leave a call less than its allowance.
+                used = -(-(int(fields[11]) + int(fields[12])) // ticks)
                 resource.prlimit(pid, resource.RLIMIT_CPU, (used + allowance, resource.RLIM_INFINITY))
             except (OSError, ValueError, IndexError):
                 continue
