@@ -58,7 +58,7 @@ def test_a_real_model_calls_a_real_mcp_server_through_the_engine(model_server: m
     answered = [c for c in calls if c.result and c.result["success"]]
     assert answered, [c.result for c in calls]
     for call in answered:
-        output = call.result["output"]
+        output = (call.result or {})["output"]
         assert output.startswith(
             '<mcp-result server="time" tool="get_current_time" trust="untrusted-external">'
         )
