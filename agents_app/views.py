@@ -3,6 +3,7 @@ dry-run delete, the delegation map with its policy simulator, and import/export.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -508,25 +509,45 @@ def config_import_preview(request: HttpRequest) -> HttpResponse:
     return render(request, "agents/_import_preview.html", _import_check(request))
 
 
+def _apply_checked(
+    request: HttpRequest,
+    checked: dict[str, Any],
+    *,
+    template: str,
+    errors_of: Callable[[list[tuple[str, str]]], list[dict[str, Any]]],
+    what: str,
+    back: str,
+    **apply: Any,
+) -> HttpResponse:
+    """Apply an import the preview checked: its errors again (status 400) if it has any or if
+    the save refuses it, else the revision it made and back to its page."""
+    from agents_app.imports import import_apply
+
+    if checked["errors"]:
+        return render(request, template, checked, status=400)
+    try:
+        _, revision = import_apply(checked["result"], user=request.user, **apply)
+    except ConfigValidationError as exc:
+        checked["errors"] = errors_of(exc.errors)
+        return render(request, template, checked, status=400)
+    messages.success(request, f"{what} imported (revision {revision.pk})." if revision else "No change.")
+    return redirect(back)
+
+
 @admin_required
 @require_POST
 def config_import(request: HttpRequest) -> HttpResponse:
-    from agents_app.imports import import_apply
-
     checked = _import_check(request)
-    if checked["errors"]:
-        return render(request, "agents/_import_preview.html", checked, status=400)
-    try:
-        _, revision = import_apply(
-            checked["result"], prune=checked["prune"], user=request.user, summary="import (dashboard)"
-        )
-    except ConfigValidationError as exc:
-        checked["errors"] = located_errors(checked["toml"], exc.errors)
-        return render(request, "agents/_import_preview.html", checked, status=400)
-    messages.success(
-        request, f"Configuration imported (revision {revision.pk})." if revision else "No change."
+    return _apply_checked(
+        request,
+        checked,
+        template="agents/_import_preview.html",
+        errors_of=lambda errors: located_errors(checked["toml"], errors),
+        what="Configuration",
+        back="/config/",
+        prune=checked.get("prune", False),
+        summary="import (dashboard)",
     )
-    return redirect("/config/")
 
 
 @viewer_required
@@ -700,21 +721,15 @@ def mcp_import_preview(request: HttpRequest) -> HttpResponse:
 @admin_required
 @require_POST
 def mcp_import(request: HttpRequest) -> HttpResponse:
-    from agents_app.imports import import_apply
-
     checked = _mcp_import_check(request)
-    if checked["errors"]:
-        return render(request, "agents/_mcp_import_preview.html", checked, status=400)
-    try:
-        _, revision = import_apply(
-            checked["result"],
-            prune=False,
-            user=request.user,
-            summary="import mcpServers (dashboard)",
-            bundle=checked["bundle"],
-        )
-    except ConfigValidationError as exc:
-        checked["errors"] = [m for _, m in exc.errors]
-        return render(request, "agents/_mcp_import_preview.html", checked, status=400)
-    messages.success(request, f"MCP servers imported (revision {revision.pk})." if revision else "No change.")
-    return redirect("/mcp/")
+    return _apply_checked(
+        request,
+        checked,
+        template="agents/_mcp_import_preview.html",
+        errors_of=lambda errors: [_located(m, p) for p, m in errors],
+        what="MCP servers",
+        back="/mcp/",
+        prune=False,
+        summary="import mcpServers (dashboard)",
+        bundle=checked["bundle"],
+    )
