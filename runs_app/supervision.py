@@ -51,9 +51,12 @@ def reap_once(
     for run in Run.objects.filter(stale).exclude(pk__in=heartbeat.held_ids(), owner=heartbeat.WORKER_ID):
         if run.model_call_at is not None:
             with events.tree_tx(run.root_id or run.pk):
+                # Only as this reaper read it: still stale, under the same owner. Another
+                # reaper may have queued it again meanwhile, and a worker claimed it.
                 if transitions.move(
                     run, [Run.Status.RUNNING], Run.Status.QUEUED, event="run.queued",
-                    data={"reason": msg.MODEL_CALL_AGAIN}, owner="", model_call_at=None,
+                    data={"reason": msg.MODEL_CALL_AGAIN}, if_owner=run.owner, where=stale,
+                    owner="", model_call_at=None,
                 ):  # fmt: skip
                     dispatch.runnable(run.pk)
                     counts["recalled"] += 1
