@@ -1,4 +1,4 @@
-"""REST API for configuration (SPEC §10): CRUD by alias, roster, tools, import/export, revisions,
+"""REST API for configuration (docs/api.md): CRUD by alias, roster, tools, import/export, revisions,
 MCP servers and bundles, the `[mcp]` switches and the mcpServers JSON import."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A run's MCP servers are frozen with its policy at admission (issue 26 item 2)."""
+"""A run's MCP servers are frozen with its policy at admission."""
 
 from __future__ import annotations
 

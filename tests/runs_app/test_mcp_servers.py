@@ -1,4 +1,4 @@
-"""Real MCP servers in Clawboard's sandbox (issue 26, item 5): the npm filesystem and everything
+"""Real MCP servers in Clawboard's sandbox: the npm filesystem and everything
 servers and PyPI's mcp-server-time over stdio, everything over streamable HTTP, and the suite's
 own misbehaving server. Each attack is checked on the file system, the process, the network or
 the secret itself, not only on the refusal's text."""

@@ -239,7 +239,9 @@ def test_a_long_run_exports_its_calls_as_they_end_and_the_rest_once_it_ends(
 
 
 @pytest.mark.django_db
-def test_the_export_adds_no_statement_to_the_engines_transactions(settings: Any) -> None:
+def test_the_export_adds_no_statement_to_the_engines_transactions(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     """What runs inside an engine transaction is the receiver of the written events: with
     export on it only registers a task message for after the commit."""
     from django.db import connection, transaction
@@ -253,13 +255,13 @@ def test_the_export_adds_no_statement_to_the_engines_transactions(settings: Any)
 
     def statements(on: bool) -> list[str]:
         settings.CLAWBOARD_TRACES_EXPORT = on
-        with CaptureQueriesContext(connection) as queries, transaction.atomic():
-            with events.tree_tx(run.pk):
-                events.emit(run, "tool.result", {"call_id": "c1"})
-                events.emit(run, "model.response", {"turn": 0})
-                events.emit(run, "run.completed", {})
-            registered = len(connection.run_on_commit)
-        assert registered >= (2 if on else 1)
+        with django_capture_on_commit_callbacks() as registered:
+            with CaptureQueriesContext(connection) as queries, transaction.atomic():
+                with events.tree_tx(run.pk):
+                    events.emit(run, "tool.result", {"call_id": "c1"})
+                    events.emit(run, "model.response", {"turn": 0})
+                    events.emit(run, "run.completed", {})
+        assert len(registered) >= (2 if on else 1)
         return [q["sql"].split(" ")[0] for q in queries.captured_queries]
 
     assert statements(True) == statements(False)
