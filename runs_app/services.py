@@ -12,6 +12,7 @@ from croniter import croniter
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents_app.reachability import reachable
 from agents_app.roles import has_role
 from agents_app.selectors import config_snapshot_get
 from agents_app.snapshot import AgentSpec, ConfigSnapshot
@@ -75,6 +76,7 @@ def _admission(snap: ConfigSnapshot, alias: str) -> tuple[AgentSpec, FrozenPolic
         chain=provider_chain(snap, provider),
         mcp=snap.mcp_servers_of(spec),
         mcp_deferred=snap.mcp.deferred_loading,
+        roster=tuple(reachable(snap, alias)),
     )
     return spec, policy
 

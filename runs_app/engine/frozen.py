@@ -81,6 +81,10 @@ class FrozenPolicy:
     mcp: tuple[McpServerSpec, ...] = ()
     mcp_deferred: bool = False
     mcp_ceilings: tuple[McpCeiling, ...] = ()
+    # The agents a run of this policy may delegate to, as configured when it was admitted:
+    # named to the model in the `delegate` schema (docs/delegation.md#delegate). The call
+    # itself is checked against the configuration in force when it is made.
+    roster: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -95,6 +99,8 @@ class FrozenPolicy:
                 "deferred": self.mcp_deferred,
                 "ceilings": [[list(excluded), deny_all] for excluded, deny_all in self.mcp_ceilings],
             }
+        if self.roster:  # absent otherwise, as for MCP
+            data["roster"] = list(self.roster)
         return data
 
     @classmethod
@@ -109,6 +115,7 @@ class FrozenPolicy:
             mcp=tuple(mcp_server_from_json(s) for s in mcp.get("servers", [])),
             mcp_deferred=bool(mcp.get("deferred", False)),
             mcp_ceilings=tuple((tuple(e), bool(d)) for e, d in mcp.get("ceilings", [])),
+            roster=tuple(data.get("roster", ())),
         )
 
     def with_provider(self, provider: ProviderSpec, chain: dict[str, ProviderSpec]) -> FrozenPolicy:

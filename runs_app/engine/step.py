@@ -160,7 +160,7 @@ def offered_tools(step: Step) -> tuple[list[ToolSpec], list[ChatMessage]]:
     run = step.run
     if not run.agentic:
         return [], []
-    specs = tool_specs(run.tools)
+    specs = tool_specs(run.tools, roster=step.policy.roster)
     offer = step.mcp_offer()
     if not offer:
         return specs, []

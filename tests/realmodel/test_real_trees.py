@@ -141,7 +141,7 @@ DELEGATE_REFUSALS = re.compile(
 )
 
 
-def test_an_agent_whose_only_tool_is_delegate_reaches_the_engine_with_each_call(
+def test_an_agent_whose_only_tool_is_delegate_grows_delegate_children(
     model_server: model.ModelServer,
 ) -> None:
     configure_real(model_server, LEAD, HELPER)
@@ -151,6 +151,7 @@ def test_an_agent_whose_only_tool_is_delegate_reaches_the_engine_with_each_call(
     assert calls, "the model was offered delegate and never called it"
     assert {c.name for c in calls} == {"delegate"}
     children = [r for r in runs if r.parent_id == root.pk]
+    assert children, [c.arguments for c in calls]
     assert all(c.kind == "delegate" and c.agent == "helper" for c in children)
     # The helper's runtime profile is not agentic: one call, no tools.
     assert all(c.turns == 1 and not ToolCall.objects.filter(run=c).exists() for c in children)

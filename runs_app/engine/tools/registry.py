@@ -3,12 +3,15 @@ and how a local tool call is run (`run_local`)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from agents_app.models import Agent
+from agents_app.reachability import NO_ROSTER
 from policies_app.policy import ACTING_TOOLS, ALL_TOOLS, TOOL_SEARCH, is_mcp_name, readonly_refusal
 from policies_app.tracker import BudgetExhausted
 from runs_app.engine.budget import spend_action
@@ -54,8 +57,8 @@ ORCHESTRATION_SPECS: dict[str, dict[str, Any]] = {
                     "type": "string",
                     "enum": ["delegate", "check_result", "list_results", "cancel_task", "await_sessions"],
                 },
-                "agent": {"type": "string"},
-                "prompt": {"type": "string"},
+                "agent": {"type": "string", "minLength": 1},
+                "prompt": {"type": "string", "minLength": 1},
                 "context": {"type": "string"},
                 "background": {"type": "boolean"},
                 "parallel": {"type": "array", "items": {"type": "string"}},
@@ -63,6 +66,10 @@ ORCHESTRATION_SPECS: dict[str, dict[str, Any]] = {
                 "task_ids": {"type": "array", "items": {"type": "string"}},
                 "timeout_ms": {"type": "integer"},
             },
+            # Required although the other actions ignore them: a model that reads the schema as a
+            # grammar (llama.cpp) otherwise ends the object before naming an agent or a task
+            # (docs/decisions.md, "The delegate schema requires agent and prompt").
+            "required": ["agent", "prompt"],
         },
     },
     "sessions_yield": {
@@ -137,8 +144,23 @@ DEDUP_EXEMPT: frozenset[str] = frozenset({"spawn_subagent", "delegate"})
 _SPEC_OBJECTS: dict[str, ToolSpec] = {name: ToolSpec(**spec) for name, spec in ALL_SPECS.items()}
 
 
-def tool_specs(names: list[str] | tuple[str, ...]) -> list[ToolSpec]:
-    return [_SPEC_OBJECTS[n] for n in names if n in _SPEC_OBJECTS]
+def tool_specs(names: list[str] | tuple[str, ...], *, roster: tuple[str, ...] = ()) -> list[ToolSpec]:
+    """The schemas of `names`; `delegate`'s names the agents of `roster` (the caller's)."""
+    return [
+        delegate_spec(roster) if n == "delegate" else _SPEC_OBJECTS[n] for n in names if n in _SPEC_OBJECTS
+    ]
+
+
+@lru_cache(maxsize=256)
+def delegate_spec(roster: tuple[str, ...]) -> ToolSpec:
+    """`delegate` as a caller sees it: its `agent` names the agents it may reach, as ZeroClaw's
+    does (`Available: a, b`, or `(none configured)`), and takes only one of them."""
+    spec = copy.deepcopy(ORCHESTRATION_SPECS["delegate"])
+    agent = spec["parameters"]["properties"]["agent"]
+    agent["description"] = f"Name of the agent to delegate to. Available: {', '.join(roster) or NO_ROSTER}"
+    if roster:
+        agent["enum"] = list(roster)
+    return ToolSpec(**spec)
 
 
 def run_local(name: str, ctx: LocalToolContext, args: Any, *, tracker_key: str) -> ToolResult:
